@@ -1,0 +1,1 @@
+"""Analyses over canonical events: phase replay, and (later) gaps and collectives."""

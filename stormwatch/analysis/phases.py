@@ -1,0 +1,126 @@
+"""Phase replay: structured ``phase_enter``/``phase_exit`` events to phase spans.
+
+Per (session, rank, thread) the boundaries form a stack; an exit closes the
+innermost open phase only when the scope ids match (otherwise it is ignored),
+and phases still open at the end close at the last event of their
+(session, rank), marked ``synthetic_end``. Rules are stormlog 0.3.5's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+PHASE_ENTER = "phase_enter"
+PHASE_EXIT = "phase_exit"
+SCOPE_KEY = "phase_scope"
+
+
+@dataclass(frozen=True)
+class Boundary:
+    action: str
+    path: tuple[str, ...]
+    scope_id: str
+    thread_id: int
+    thread_name: str
+    sequence: int
+    session_id: str
+    timestamp_ns: int
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    """One phase on one thread of one rank; times in ns, end inclusive."""
+
+    session_id: str
+    rank: int
+    thread_id: int
+    thread_name: str
+    scope_id: str
+    path: tuple[str, ...]
+    start_ns: int
+    end_ns: int
+    sequence: int
+    synthetic_end: bool = False
+
+
+def format_phase_path(path: tuple[str, ...] | list[str]) -> str:
+    return " / ".join(part for part in path if part)
+
+
+def parse_boundary(event_type: str, session_id: str, timestamp_ns: int, metadata: Any) -> Boundary | None:
+    """A phase boundary from one event, or None when its scope payload is malformed."""
+    if event_type not in (PHASE_ENTER, PHASE_EXIT) or not isinstance(metadata, Mapping):
+        return None
+    scope = metadata.get(SCOPE_KEY)
+    if not isinstance(scope, Mapping):
+        return None
+    action, name, scope_id = scope.get("action"), scope.get("name"), scope.get("scope_id")
+    path, thread_name = scope.get("path"), scope.get("thread_name")
+    if not (
+        isinstance(action, str)
+        and isinstance(name, str)
+        and name.strip()
+        and isinstance(scope_id, str)
+        and isinstance(thread_name, str)
+        and isinstance(path, list)
+    ):
+        return None
+    if action != ("enter" if event_type == PHASE_ENTER else "exit"):
+        return None
+    parts = tuple(str(part) for part in path if isinstance(part, str) and part)
+    sequence, thread_id, parent = scope.get("sequence"), scope.get("thread_id"), scope.get("parent_scope_id")
+    if not parts or not _plain_int(sequence) or not _plain_int(thread_id):
+        return None
+    if parent is not None and not isinstance(parent, str):
+        return None
+    return Boundary(action, parts, scope_id, thread_id, thread_name, sequence, session_id, timestamp_ns)
+
+
+def _plain_int(value: Any) -> bool:
+    return isinstance(value, int)
+
+
+def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]:
+    """Spans per (session_id, rank), each list sorted by (start, end)."""
+    kinds = events["event_type"].to_numpy()
+    is_boundary = (kinds == PHASE_ENTER) | (kinds == PHASE_EXIT)
+    if not is_boundary.any():
+        return {}
+    session_end = events.groupby(["session_id", "rank"], sort=False)["timestamp_ns"].max()
+    rows = events.loc[is_boundary, ["event_type", "session_id", "timestamp_ns", "rank", "metadata"]]
+    boundaries = []
+    for event_type, session_id, stamp, rank, metadata in rows.itertuples(index=False):
+        parsed = parse_boundary(event_type, session_id, int(stamp), metadata)
+        if parsed is not None:
+            boundaries.append((session_id, int(rank), parsed.timestamp_ns, parsed.sequence, parsed.scope_id, parsed))
+    boundaries.sort(key=lambda item: item[:5])
+    stacks: dict[tuple[str, int, int], list[Boundary]] = {}
+    spans: dict[tuple[str, int], list[PhaseSpan]] = {}
+    for session_id, rank, stamp, _, _, boundary in boundaries:
+        key = (session_id, rank, boundary.thread_id)
+        stack = stacks.setdefault(key, [])
+        if boundary.action == "enter":
+            stack.append(boundary)
+            continue
+        if not stack or stack[-1].scope_id != boundary.scope_id:
+            continue
+        opened = stack.pop()
+        if not stack:
+            del stacks[key]
+        spans.setdefault((session_id, rank), []).append(
+            PhaseSpan(session_id, rank, boundary.thread_id, boundary.thread_name, boundary.scope_id, opened.path, opened.timestamp_ns, stamp, opened.sequence)
+        )
+    for (session_id, rank, _), stack in stacks.items():
+        end = int(session_end.loc[(session_id, rank)])
+        for scope in stack:
+            spans.setdefault((session_id, rank), []).append(
+                PhaseSpan(session_id, rank, scope.thread_id, scope.thread_name, scope.scope_id, scope.path, scope.timestamp_ns, end, scope.sequence, True)
+            )
+    return {key: sorted(values, key=lambda s: (s.start_ns, s.end_ns)) for key, values in spans.items()}
+
+
+

@@ -1,0 +1,47 @@
+"""Where the non-blank lines of a byte buffer start and end, found with numpy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_BLANK_BYTES = np.zeros(256, dtype=bool)
+_BLANK_BYTES[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
+
+
+@dataclass(frozen=True)
+class LineIndex:
+    """Non-blank lines: byte offsets ``[starts[i], ends[i])`` (``\\r\\n`` excluded)
+    and 1-based line numbers, in file order."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    numbers: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.starts.size)
+
+
+def index_lines(data: bytes) -> LineIndex:
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == 10)
+    starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
+    ends = np.concatenate([newlines, [buffer.size]]).astype(np.int64)
+    if buffer.size and buffer[-1] == 10:
+        starts, ends = starts[:-1], ends[:-1]
+    # A line is solid when its first byte is not blank; the rare line that starts
+    # with blank bytes is checked on its own.
+    keep = ends > starts
+    first = np.zeros(starts.size, dtype=np.uint8)
+    first[keep] = buffer[starts[keep]]
+    doubtful = np.flatnonzero(keep & _BLANK_BYTES[first])
+    for index in doubtful.tolist():
+        keep[index] = bool(data[starts[index] : ends[index]].strip(b" \t\r\n"))
+    numbers = np.flatnonzero(keep) + 1
+    starts, ends = starts[keep], ends[keep]
+    # Drop a trailing carriage return so each span is exactly one JSON text.
+    has_cr = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13) if buffer.size else keep[:0]
+    ends = ends - has_cr.astype(np.int64)
+    return LineIndex(starts=starts, ends=ends, numbers=numbers.astype(np.int64))

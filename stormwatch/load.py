@@ -1,0 +1,169 @@
+"""``load_artifacts``: a job's telemetry as one events DataFrame plus its sessions.
+
+Path semantics:
+
+* one folder is a **job folder**: every artifact found under it, at any depth,
+  counts as if its path had been given on its own, so the single-rank sessions
+  that share ``job_id`` and ``world_size`` merge into one distributed session;
+* several paths behave as stormlog's path list: a file is one input, a folder
+  is one input whose artifacts merge by session id;
+* an :class:`~stormwatch.tree.ArtifactTree` (an S3 prefix read into memory, say)
+  is a job folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from stormwatch.discover import Unit, discover, unit_for_file
+from stormwatch.formats.timeline import RankAllocator
+from stormwatch.frame import empty_frame
+from stormwatch.markers import TimelineMarker, derive_markers
+from stormwatch.sessions import (
+    Accumulator,
+    SessionPart,
+    SessionSummary,
+    merge_legacy,
+    select_default,
+    synthesize_rank_groups,
+    unique,
+)
+from stormwatch.tree import ArtifactTree, LocalTree
+from stormwatch.units import load_unit
+
+
+class SessionNotFoundError(ValueError):
+    """The requested ``session_id`` is not among the loaded sessions."""
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What a job's artifacts hold.
+
+    ``events`` are the selected session's events (canonical columns, time order);
+    ``sessions`` every session found, in selection order, with event counts.
+    """
+
+    events: pd.DataFrame
+    sessions: tuple[SessionSummary, ...]
+    selected_session_id: str | None
+    warnings: tuple[str, ...]
+    sources_loaded: tuple[str, ...]
+    markers: tuple[TimelineMarker, ...]
+
+
+@dataclass
+class _State:
+    accumulator: Accumulator
+    legacy: list[SessionPart]
+    candidates: set[str]
+    warnings: list[str]
+    allocator: RankAllocator
+
+
+def _single_inputs(state: _State, tree: ArtifactTree, units: Sequence[Unit]) -> None:
+    """Each unit as its own input (an explicit file, or an artifact of a job folder)."""
+    for unit in units:
+        result = load_unit(tree, unit, allocator=state.allocator)
+        state.warnings.extend(result.warnings)
+        if result.legacy_flat:
+            state.legacy.extend(result.parts)
+            continue
+        if len(result.parts) == 1:
+            state.candidates.add(result.parts[0].summary.session_id)
+        state.accumulator.add(result.parts)
+
+
+def _folder_input(state: _State, tree: LocalTree) -> None:
+    """A folder among several paths: its artifacts merge into its own sessions."""
+    inner = Accumulator()
+    legacy: list[SessionPart] = []
+    for unit in discover(tree):
+        result = load_unit(tree, unit, allocator=state.allocator)
+        state.warnings.extend(result.warnings)
+        (legacy.extend if result.legacy_flat else inner.add)(result.parts)
+    if legacy:
+        inner.add([merge_legacy(legacy)])
+    parts = inner.finalize()
+    if not parts:
+        state.warnings.append(f"No telemetry event payloads found in directory: {tree.root}")
+    if len(parts) == 1:
+        state.candidates.add(parts[0].summary.session_id)
+    state.accumulator.add(parts)
+
+
+def _finish(state: _State, session_id: str | None) -> LoadResult:
+    if state.legacy:
+        state.accumulator.add([merge_legacy(state.legacy)])
+    sessions = state.accumulator.finalize()
+    synthetic = synthesize_rank_groups(sessions, state.candidates)
+    if synthetic:
+        sessions = sorted([*sessions, *synthetic], key=lambda p: p.summary.sort_key())
+    if session_id is not None:
+        selected = next((p for p in sessions if p.summary.session_id == session_id), None)
+        if selected is None:
+            raise SessionNotFoundError(f"Requested session_id not found: {session_id}")
+    else:
+        selected = select_default(synthetic) if synthetic else None
+        selected = selected or select_default(sessions)
+    events = selected.events if selected is not None else empty_frame()
+    warnings = unique([*state.warnings, *(w for p in sessions for w in p.warnings)])
+    return LoadResult(
+        events=events,
+        sessions=tuple(p.summary for p in sessions),
+        selected_session_id=selected.summary.session_id if selected is not None else None,
+        warnings=warnings,
+        sources_loaded=tuple(sorted({s for p in sessions for s in p.sources})),
+        markers=derive_markers(events),
+    )
+
+
+def _new_state() -> _State:
+    return _State(Accumulator(), [], set(), [], RankAllocator())
+
+
+def load_tree(tree: ArtifactTree, session_id: str | None = None) -> LoadResult:
+    """Load a job folder given as an artifact tree (local folder, S3 objects ...)."""
+    state = _new_state()
+    units = discover(tree)
+    if not units:
+        state.warnings.append(f"No telemetry artifacts found under {tree.identity('')}")
+    _single_inputs(state, tree, units)
+    return _finish(state, session_id)
+
+
+def load_artifacts(paths: Sequence[str | Path] | ArtifactTree, session_id: str | None = None) -> LoadResult:
+    """Load telemetry from files and folders (see module doc for path semantics).
+
+    Never raises for bad input, which becomes warnings; raises
+    :class:`SessionNotFoundError` when ``session_id`` is given and absent.
+    """
+    if not isinstance(paths, Sequence) or isinstance(paths, str | Path):
+        if isinstance(paths, str | Path):
+            paths = [paths]
+        else:
+            return load_tree(paths, session_id)
+    resolved = [Path(p).expanduser().resolve() for p in paths]
+    existing = [p for p in resolved if p.exists()]
+    if len(resolved) == 1 and existing and existing[0].is_dir():
+        return load_tree(LocalTree(existing[0]), session_id)
+    state = _new_state()
+    for path in resolved:
+        if not path.exists():
+            state.warnings.append(f"Path does not exist: {path}")
+        elif path.is_dir():
+            _folder_input(state, LocalTree(path))
+        elif path.is_file():
+            tree = LocalTree(path.parent)
+            unit = unit_for_file(tree, path.name)
+            if unit is None:
+                state.warnings.append(f"Unsupported artifact file type: {path}")
+            else:
+                _single_inputs(state, tree, [unit])
+        else:
+            state.warnings.append(f"Unsupported path type: {path}")
+    return _finish(state, session_id)

@@ -1,0 +1,158 @@
+"""Loading one unit (see :mod:`stormwatch.discover`) into session parts, as stormlog would.
+
+Every unit yields sessions grouped by id with events in time order, the
+summary stormlog would give each (from a sink manifest, a bundle manifest, or
+inferred from the events), and warnings that name the file and line.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+import pandas as pd
+
+from stormwatch.discover import Unit, UnitKind
+from stormwatch.formats.csvfile import read_csv
+from stormwatch.formats.jsonfile import NotTelemetryError, read_json
+from stormwatch.formats.jsonl import read_jsonl
+from stormwatch.formats.sink import parse_manifest
+from stormwatch.formats.timeline import RankAllocator, TimelineResult, read_timeline
+from stormwatch.frame import concat_frames, frame_from_rows
+from stormwatch.ids import stable_legacy_session_id
+from stormwatch.sessions import (
+    SessionPart,
+    SessionSummary,
+    dedupe_events,
+    infer_summary,
+    sort_events,
+    summary_from_last_event,
+)
+from stormwatch.tree import ArtifactTree
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    parts: tuple[SessionPart, ...]
+    warnings: tuple[str, ...]
+    legacy_flat: bool = False
+
+
+def _by_session(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Events split by session id, in order of first appearance."""
+    ids = frame["session_id"]
+    if ids.nunique() <= 1:
+        return [(str(ids.iloc[0]), frame)] if len(frame) else []
+    return [(str(sid), group.reset_index(drop=True)) for sid, group in frame.groupby("session_id", sort=False)]
+
+
+def _ordered(parts: list[SessionPart]) -> tuple[SessionPart, ...]:
+    return tuple(sorted(parts, key=lambda p: p.summary.sort_key()))
+
+
+def _register(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> None:
+    for part in parts:
+        pairs = part.events[["rank", "world_size"]].drop_duplicates()
+        for rank, world_size in pairs.itertuples(index=False):
+            allocator.register(int(rank), int(world_size))
+
+
+def _load_sink(tree: ArtifactTree, unit: Unit) -> UnitResult:
+    manifest = parse_manifest(tree.read(unit.manifest)) if unit.manifest else None
+    hints = dict(manifest.segments) if manifest else {}
+    fallback = stable_legacy_session_id(tree.identity(unit.key), "sink")
+    frames: dict[str, list[pd.DataFrame]] = {}
+    sources: dict[str, set[str]] = {}
+    warnings: list[str] = []
+    for segment in unit.segments:
+        identity = tree.identity(segment)
+        hint = hints.get(posixpath.basename(segment)) or fallback
+        parsed = read_jsonl(tree.read(segment), label=identity, default_session_id=hint)
+        warnings.extend(parsed.warnings)
+        groups = _by_session(parsed.frame)
+        for session_id, group in groups:
+            frames.setdefault(session_id, []).append(group)
+            sources.setdefault(session_id, set()).add(identity)
+        if not groups:
+            sources.setdefault(hint, set()).add(identity)
+    stated = {s.session_id: s for s in (manifest.sessions if manifest else ())}
+    source = f"artifact:{unit.name or tree.root_name}"
+    parts = []
+    for session_id in {*frames, *stated}:
+        events = sort_events(concat_frames(frames.get(session_id, [])))
+        summary = stated.get(session_id)
+        if summary is None:
+            summary = infer_summary(session_id, events, source=source)
+        parts.append(
+            SessionPart(summary, events, tuple(sorted(sources.get(session_id, {tree.identity(unit.key)}))))
+        )
+    return UnitResult(_ordered(parts), tuple(warnings))
+
+
+def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
+    identity = tree.identity(unit.key)
+    default = stable_legacy_session_id(identity, "json")
+    try:
+        parsed = read_json(tree.read(unit.key), label=identity, default_session_id=default)
+    except NotTelemetryError as exc:
+        if unit.timeline_fallback:
+            return _load_timeline(tree, unit, allocator, segments)
+        return UnitResult((), (f"Failed to parse JSON telemetry file {identity}: {exc}",))
+    source = f"artifact:{unit.name}"
+    parts = [
+        SessionPart(infer_summary(sid, sort_events(group), source=source), sort_events(group), (identity,))
+        for sid, group in _by_session(parsed.frame)
+    ]
+    legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
+    return UnitResult(_ordered(parts), parsed.warnings, legacy_flat=legacy)
+
+
+def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
+    identity = tree.identity(unit.key)
+    default = stable_legacy_session_id(identity, "csv")
+    parsed = read_csv(tree.read(unit.key), label=identity, default_session_id=default)
+    source = f"artifact:{unit.name}"
+    parts = []
+    for sid, group in _by_session(parsed.frame):
+        events = sort_events(dedupe_events(group))
+        parts.append(SessionPart(summary_from_last_event(sid, events, source=source), events, (identity,), parsed.warnings))
+    legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
+    return UnitResult(tuple(parts), parsed.warnings, legacy_flat=legacy)
+
+
+def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
+    identity = tree.identity(unit.key)
+    manifest_key = posixpath.join(posixpath.dirname(unit.key), "manifest.json") if posixpath.dirname(unit.key) else "manifest.json"
+    manifest = tree.read(manifest_key) if tree.exists(manifest_key) else None
+    result = read_timeline(
+        tree.read(unit.key),
+        label=identity,
+        identity=identity,
+        segments=segments,
+        manifest=manifest,
+        allocator=allocator,
+    )
+    if not isinstance(result, TimelineResult):
+        return UnitResult((), (result,))
+    events = sort_events(dedupe_events(frame_from_rows(result.rows)))
+    summary: SessionSummary = result.summary
+    return UnitResult((SessionPart(summary, events, (identity,)),), result.warnings)
+
+
+def load_unit(tree: ArtifactTree, unit: Unit, *, allocator: RankAllocator) -> UnitResult:
+    """Sessions of one unit; ranks seen are registered with ``allocator``.
+
+    Path segments for a bundle's rank are the unit's key parts below the tree
+    root plus the root's own name (never anything above it).
+    """
+    segments = [*reversed(unit.key.split("/")), tree.root_name]
+    if unit.kind is UnitKind.TIMELINE:
+        return _load_timeline(tree, unit, allocator, segments)
+    if unit.kind is UnitKind.SINK:
+        result = _load_sink(tree, unit)
+    elif unit.kind is UnitKind.CSV:
+        result = _load_csv(tree, unit)
+    else:
+        result = _load_json(tree, unit, allocator, segments)
+    _register(result.parts, allocator)
+    return result
