@@ -60,4 +60,4 @@ def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
         return empty_frame()
     if len(parts) == 1:
         return parts[0].reset_index(drop=True)
-    return pd.concat(parts, ignore_index=True, copy=False)
+    return pd.concat(parts, ignore_index=True)

@@ -13,7 +13,9 @@ Path semantics:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +35,9 @@ from stormwatch.sessions import (
     unique,
 )
 from stormwatch.tree import ArtifactTree, LocalTree
-from stormwatch.units import load_unit
+from stormwatch.units import UnitResult, load_unit, needs_allocator, register_ranks
+
+_WORKERS = min(4, os.cpu_count() or 1)
 
 
 class SessionNotFoundError(ValueError):
@@ -65,10 +69,22 @@ class _State:
     allocator: RankAllocator
 
 
+def _load_units(state: _State, tree: ArtifactTree, units: Sequence[Unit]) -> Iterator[UnitResult]:
+    """Results in unit order. Units that cannot need a free rank are parsed ahead on
+    threads (Arrow and numpy release the GIL); bundles wait for every earlier
+    unit's ranks to be registered, as stormlog's sequential loader would."""
+    independent = [u for u in units if not needs_allocator(u)]
+    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+        ahead = dict(zip(independent, pool.map(lambda u: load_unit(tree, u, allocator=None), independent), strict=True))
+        for unit in units:
+            result = ahead[unit] if unit in ahead else load_unit(tree, unit, allocator=state.allocator)
+            register_ranks(result.parts, state.allocator)
+            yield result
+
+
 def _single_inputs(state: _State, tree: ArtifactTree, units: Sequence[Unit]) -> None:
     """Each unit as its own input (an explicit file, or an artifact of a job folder)."""
-    for unit in units:
-        result = load_unit(tree, unit, allocator=state.allocator)
+    for result in _load_units(state, tree, units):
         state.warnings.extend(result.warnings)
         if result.legacy_flat:
             state.legacy.extend(result.parts)
@@ -82,8 +98,7 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
     """A folder among several paths: its artifacts merge into its own sessions."""
     inner = Accumulator()
     legacy: list[SessionPart] = []
-    for unit in discover(tree):
-        result = load_unit(tree, unit, allocator=state.allocator)
+    for result in _load_units(state, tree, discover(tree)):
         state.warnings.extend(result.warnings)
         (legacy.extend if result.legacy_flat else inner.add)(result.parts)
     if legacy:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from stormwatch.analysis.phases import format_phase_path, replay_spans
@@ -99,11 +100,13 @@ def _phase_markers(events: pd.DataFrame) -> list[TimelineMarker]:
     spans = replay_spans(events)
     if not spans:
         return []
-    identity = events.drop_duplicates(["session_id", "rank"]).set_index(["session_id", "rank"])
+    ranks = events["rank"].to_numpy()
+    sessions = events["session_id"]
     markers = []
     for (session_id, rank), group in spans.items():
-        local_rank = int(identity.at[(session_id, rank), "local_rank"])
-        world_size = int(identity.at[(session_id, rank), "world_size"])
+        first = int(np.flatnonzero((ranks == rank) & (sessions == session_id).to_numpy())[0])
+        local_rank = int(events["local_rank"].iat[first])
+        world_size = int(events["world_size"].iat[first])
         for span in group:
             markers.append(
                 TimelineMarker(

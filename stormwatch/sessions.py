@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from stormwatch.frame import concat_frames
@@ -118,6 +119,13 @@ def sort_events(frame: pd.DataFrame) -> pd.DataFrame:
 def dedupe_events(frame: pd.DataFrame) -> pd.DataFrame:
     """Drop repeats of stormlog's de-duplication key, keeping the first."""
     if len(frame) < 2:
+        return frame
+    # Repeats share (rank, timestamp): when no two rows do, there is nothing to drop.
+    stamps = frame["timestamp_ns"].to_numpy()
+    ranks = frame["rank"].to_numpy()
+    order = np.lexsort((stamps, ranks))
+    same = (np.diff(stamps[order]) == 0) & (np.diff(ranks[order]) == 0)
+    if not same.any():
         return frame
     key = frame.loc[:, list(DEDUPE_KEY)]
     key["context"] = key["context"].fillna("")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from stormwatch.discover import Unit, UnitKind
@@ -50,11 +51,13 @@ def _ordered(parts: list[SessionPart]) -> tuple[SessionPart, ...]:
     return tuple(sorted(parts, key=lambda p: p.summary.sort_key()))
 
 
-def _register(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> None:
+def register_ranks(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> None:
+    """Tell the allocator which ranks (and how large a world) these sessions use."""
     for part in parts:
-        pairs = part.events[["rank", "world_size"]].drop_duplicates()
-        for rank, world_size in pairs.itertuples(index=False):
-            allocator.register(int(rank), int(world_size))
+        if part.events.empty:
+            continue
+        allocator.used.update(int(r) for r in np.unique(part.events["rank"].to_numpy()))
+        allocator.max_world_size = max(allocator.max_world_size, int(part.events["world_size"].max()))
 
 
 def _load_sink(tree: ArtifactTree, unit: Unit) -> UnitResult:
@@ -139,20 +142,24 @@ def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, seg
     return UnitResult((SessionPart(summary, events, (identity,)),), result.warnings)
 
 
-def load_unit(tree: ArtifactTree, unit: Unit, *, allocator: RankAllocator) -> UnitResult:
-    """Sessions of one unit; ranks seen are registered with ``allocator``.
+def needs_allocator(unit: Unit) -> bool:
+    """Whether loading the unit may assign a rank (bundles), so must run in order."""
+    return unit.kind is UnitKind.TIMELINE or unit.timeline_fallback
+
+
+def load_unit(tree: ArtifactTree, unit: Unit, *, allocator: RankAllocator | None) -> UnitResult:
+    """Sessions of one unit. Only bundles use ``allocator`` (to pick a free rank).
 
     Path segments for a bundle's rank are the unit's key parts below the tree
-    root plus the root's own name (never anything above it).
+    root plus the root's own name (never anything above it). Thread-safe for
+    units where :func:`needs_allocator` is false.
     """
     segments = [*reversed(unit.key.split("/")), tree.root_name]
     if unit.kind is UnitKind.TIMELINE:
+        assert allocator is not None
         return _load_timeline(tree, unit, allocator, segments)
     if unit.kind is UnitKind.SINK:
-        result = _load_sink(tree, unit)
-    elif unit.kind is UnitKind.CSV:
-        result = _load_csv(tree, unit)
-    else:
-        result = _load_json(tree, unit, allocator, segments)
-    _register(result.parts, allocator)
-    return result
+        return _load_sink(tree, unit)
+    if unit.kind is UnitKind.CSV:
+        return _load_csv(tree, unit)
+    return _load_json(tree, unit, allocator or RankAllocator(), segments)

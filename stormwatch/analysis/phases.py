@@ -90,7 +90,6 @@ def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]
     is_boundary = (kinds == PHASE_ENTER) | (kinds == PHASE_EXIT)
     if not is_boundary.any():
         return {}
-    session_end = events.groupby(["session_id", "rank"], sort=False)["timestamp_ns"].max()
     rows = events.loc[is_boundary, ["event_type", "session_id", "timestamp_ns", "rank", "metadata"]]
     boundaries = []
     for event_type, session_id, stamp, rank, metadata in rows.itertuples(index=False):
@@ -114,8 +113,9 @@ def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]
         spans.setdefault((session_id, rank), []).append(
             PhaseSpan(session_id, rank, boundary.thread_id, boundary.thread_name, boundary.scope_id, opened.path, opened.timestamp_ns, stamp, opened.sequence)
         )
+    stamps, ranks = events["timestamp_ns"].to_numpy(), events["rank"].to_numpy()
     for (session_id, rank, _), stack in stacks.items():
-        end = int(session_end.loc[(session_id, rank)])
+        end = int(stamps[(ranks == rank) & (events["session_id"] == session_id).to_numpy()].max())
         for scope in stack:
             spans.setdefault((session_id, rank), []).append(
                 PhaseSpan(session_id, rank, scope.thread_id, scope.thread_name, scope.scope_id, scope.path, scope.timestamp_ns, end, scope.sequence, True)

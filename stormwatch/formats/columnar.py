@@ -32,7 +32,7 @@ import pyarrow.json as pj
 from stormwatch.formats.lines import LineIndex
 from stormwatch.frame import frame_from_columns
 from stormwatch.records import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
-from stormwatch.tokens import COLLAPSED_PATTERN
+from stormwatch.tokens import COLLAPSED_PATTERN, has_collective_token
 
 _STRING_FIELDS = ("session_id", "event_type", "collector", "host", "job_id", "context")
 _INT_FIELDS = (
@@ -62,7 +62,9 @@ _REQUIRED_NON_NULL = (
     "allocator_change_bytes",
     "device_used_bytes",
 )
-_BLOCK_SIZE_BYTES = 8 << 20
+_BLOCK_SIZE_BYTES = 2 << 20
+#: String columns with at most this many distinct values are checked value by value.
+_FEW_DISTINCT = 256
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,12 @@ def _collective_mask(column: pa.Array, size: int) -> np.ndarray:
     """Rows with a collective token in any string value of a (nested) column."""
     column_type = column.type
     if pa.types.is_string(column_type) or pa.types.is_large_string(column_type):
+        distinct = pc.unique(column)
+        if len(distinct) <= _FEW_DISTINCT:
+            hits = [text for text in distinct.to_pylist() if text is not None and has_collective_token(text)]
+            if not hits:
+                return np.zeros(size, dtype=bool)
+            return np.asarray(pc.fill_null(pc.is_in(column, value_set=pa.array(hits, column_type)), False))
         lowered = pc.utf8_lower(column)
         collapsed = pc.replace_substring(pc.replace_substring(lowered, "-", ""), "_", "")
         return np.asarray(pc.fill_null(pc.match_substring_regex(collapsed, COLLAPSED_PATTERN), False))

@@ -36,7 +36,7 @@ def _salvage_array(text: str) -> tuple[list[tuple[int, Any]], str]:
         while position < len(text) and text[position] in " \t\r\n,":
             position += 1
         if position >= len(text) or text[position] == "]":
-            return found, "the array is not closed"
+            return found, f"the array is not closed (the file ends at line {_line_of(text, len(text))})"
         try:
             value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
 
 from stormwatch.formats.columnar import columnar_events
 from stormwatch.formats.lines import LineIndex, index_lines
@@ -98,7 +99,10 @@ def read_jsonl(data: bytes, *, label: str, default_session_id: str) -> ParsedEve
     lines = index_lines(data)
     if lines.count == 0:
         return ParsedEvents(frame_from_rows([]), ())
-    fast = columnar_events(data, lines, default_session_id=default_session_id)
+    try:
+        fast = columnar_events(data, lines, default_session_id=default_session_id)
+    except pa.ArrowException:  # e.g. bytes that are not UTF-8 inside a string
+        fast = None
     if fast is None:
         rest = np.arange(lines.count)
         fast_frame, fast_positions, problems = frame_from_rows([]), np.empty(0, np.int64), []
