@@ -105,7 +105,9 @@ def unit_for_file(tree: ArtifactTree, key: str) -> Unit | None:
     if name == MANIFEST_NAME:
         listed = parse_manifest(tree.read(key))
         segments = tuple(
-            _join(folder, n) for n, _ in (listed.segments if listed else ()) if _safe_name(n) and tree.exists(_join(folder, n))
+            _join(folder, n)
+            for n, _ in (listed.segments if listed else ())
+            if _safe_name(n) and tree.exists(_join(folder, n))
         )
         if segments:
             return Unit(UnitKind.SINK, folder, tuple(sorted(segments)), key)

@@ -259,9 +259,7 @@ def check_identity(rank: int, local_rank: int, world_size: int) -> None:
         raise RecordError("local_rank must be < world_size")
 
 
-def resolve_session_id(
-    record: Mapping[str, Any], metadata: Mapping[str, Any], default_session_id: str | None
-) -> str:
+def resolve_session_id(record: Mapping[str, Any], metadata: Mapping[str, Any], default_session_id: str | None) -> str:
     raw = record.get("session_id")
     if raw is None:
         raw = metadata.get("session_id")
@@ -382,9 +380,7 @@ def _check_capabilities(record: Mapping[str, Any], metadata: Mapping[str, Any]) 
     for counter, capability in COUNTER_CAPABILITY.items():
         if record[counter] is not None and not capabilities[capability]:
             raise RecordError(f"{counter} must be null when {capability} is false")
-    if record["allocator_change_bytes"] is not None and not capabilities[
-        "supports_allocator_allocated"
-    ]:
+    if record["allocator_change_bytes"] is not None and not capabilities["supports_allocator_allocated"]:
         raise RecordError("allocator_change_bytes must be null without allocated memory support")
 
 
@@ -513,9 +509,7 @@ def _legacy_total(record: Mapping[str, Any], metadata: Mapping[str, Any]) -> int
     return None
 
 
-def _legacy_collector(
-    record: Mapping[str, Any], default: str, device_id: int, metadata: Mapping[str, Any]
-) -> str:
+def _legacy_collector(record: Mapping[str, Any], default: str, device_id: int, metadata: Mapping[str, Any]) -> str:
     collector = record.get("collector")
     if isinstance(collector, str) and collector.strip():
         return collector
@@ -552,20 +546,14 @@ def _legacy_record(
     _, change = _first_present_int(record, ("allocator_change_bytes", "memory_change"))
     active = as_optional_int(record.get("allocator_active_bytes"), "allocator_active_bytes")
     inactive = as_optional_int(record.get("allocator_inactive_bytes"), "allocator_inactive_bytes")
-    used = (
-        as_int(record["device_used_bytes"], "device_used_bytes")
-        if "device_used_bytes" in record
-        else allocated
-    )
+    used = as_int(record["device_used_bytes"], "device_used_bytes") if "device_used_bytes" in record else allocated
     total = _legacy_total(record, metadata)
     if "device_free_bytes" in record:
         free = as_optional_int(record["device_free_bytes"], "device_free_bytes")
     else:
         free = None if total is None else max(total - used, 0)
     event_type = as_string(record.get("event_type", record.get("type", "sample")), "event_type")
-    sampling = as_int(
-        record.get("sampling_interval_ms", default_sampling_interval_ms), "sampling_interval_ms"
-    )
+    sampling = as_int(record.get("sampling_interval_ms", default_sampling_interval_ms), "sampling_interval_ms")
     if "pid" in record:
         pid = as_int(record["pid"], "pid")
     elif "pid" in metadata:

@@ -86,7 +86,9 @@ class LocalTree:
 class MemoryTree:
     """An in-memory tree (key -> bytes), e.g. objects fetched from S3 by the caller."""
 
-    def __init__(self, objects: dict[str, bytes], *, name: str = "memory", versions: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, objects: dict[str, bytes], *, name: str = "memory", versions: dict[str, str] | None = None
+    ) -> None:
         self._objects = dict(objects)
         self._name = name
         self._versions = versions or {}
@@ -96,10 +98,7 @@ class MemoryTree:
         return self._name.rstrip("/").rsplit("/", 1)[-1]
 
     def entries(self) -> Sequence[Entry]:
-        return [
-            Entry(key, len(data), self._versions.get(key, ""))
-            for key, data in sorted(self._objects.items())
-        ]
+        return [Entry(key, len(data), self._versions.get(key, "")) for key, data in sorted(self._objects.items())]
 
     def read(self, key: str) -> bytes:
         return self._objects[key]

@@ -86,9 +86,7 @@ def _load_sink(tree: ArtifactTree, unit: Unit) -> UnitResult:
         summary = stated.get(session_id)
         if summary is None:
             summary = infer_summary(session_id, events, source=source)
-        parts.append(
-            SessionPart(summary, events, tuple(sorted(sources.get(session_id, {tree.identity(unit.key)}))))
-        )
+        parts.append(SessionPart(summary, events, tuple(sorted(sources.get(session_id, {tree.identity(unit.key)})))))
     return UnitResult(_ordered(parts), tuple(warnings))
 
 
@@ -118,14 +116,18 @@ def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
     parts = []
     for sid, group in _by_session(parsed.frame):
         events = sort_events(dedupe_events(group))
-        parts.append(SessionPart(summary_from_last_event(sid, events, source=source), events, (identity,), parsed.warnings))
+        parts.append(
+            SessionPart(summary_from_last_event(sid, events, source=source), events, (identity,), parsed.warnings)
+        )
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
     return UnitResult(tuple(parts), parsed.warnings, legacy_flat=legacy)
 
 
 def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
     identity = tree.identity(unit.key)
-    manifest_key = posixpath.join(posixpath.dirname(unit.key), "manifest.json") if posixpath.dirname(unit.key) else "manifest.json"
+    manifest_key = (
+        posixpath.join(posixpath.dirname(unit.key), "manifest.json") if posixpath.dirname(unit.key) else "manifest.json"
+    )
     manifest = tree.read(manifest_key) if tree.exists(manifest_key) else None
     result = read_timeline(
         tree.read(unit.key),

@@ -111,16 +111,34 @@ def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]
         if not stack:
             del stacks[key]
         spans.setdefault((session_id, rank), []).append(
-            PhaseSpan(session_id, rank, boundary.thread_id, boundary.thread_name, boundary.scope_id, opened.path, opened.timestamp_ns, stamp, opened.sequence)
+            PhaseSpan(
+                session_id,
+                rank,
+                boundary.thread_id,
+                boundary.thread_name,
+                boundary.scope_id,
+                opened.path,
+                opened.timestamp_ns,
+                stamp,
+                opened.sequence,
+            )
         )
     stamps, ranks = events["timestamp_ns"].to_numpy(), events["rank"].to_numpy()
     for (session_id, rank, _), stack in stacks.items():
         end = int(stamps[(ranks == rank) & (events["session_id"] == session_id).to_numpy()].max())
         for scope in stack:
             spans.setdefault((session_id, rank), []).append(
-                PhaseSpan(session_id, rank, scope.thread_id, scope.thread_name, scope.scope_id, scope.path, scope.timestamp_ns, end, scope.sequence, True)
+                PhaseSpan(
+                    session_id,
+                    rank,
+                    scope.thread_id,
+                    scope.thread_name,
+                    scope.scope_id,
+                    scope.path,
+                    scope.timestamp_ns,
+                    end,
+                    scope.sequence,
+                    True,
+                )
             )
     return {key: sorted(values, key=lambda s: (s.start_ns, s.end_ns)) for key, values in spans.items()}
-
-
-

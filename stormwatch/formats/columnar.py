@@ -46,9 +46,7 @@ _INT_FIELDS = (
     "device_id",
     *COUNTER_COLUMNS,
 )
-SCHEMA = pa.schema(
-    [(name, pa.string()) for name in _STRING_FIELDS] + [(name, pa.int64()) for name in _INT_FIELDS]
-)
+SCHEMA = pa.schema([(name, pa.string()) for name in _STRING_FIELDS] + [(name, pa.int64()) for name in _INT_FIELDS])
 _REQUIRED_NON_NULL = (
     "timestamp_ns",
     "event_type",
@@ -169,9 +167,7 @@ def _read_table(data: bytes) -> pa.Table | None:
         return None
 
 
-def _metadata_dicts(
-    data: bytes, lines: LineIndex, positions: np.ndarray, non_sample: np.ndarray
-) -> np.ndarray:
+def _metadata_dicts(data: bytes, lines: LineIndex, positions: np.ndarray, non_sample: np.ndarray) -> np.ndarray:
     """The metadata ``dict`` of non-sample rows (parsed from their lines); None for samples."""
     out = np.full(positions.size, None, dtype=object)
     for index in np.flatnonzero(non_sample).tolist():
@@ -236,7 +232,9 @@ def columnar_events(data: bytes, lines: LineIndex, *, default_session_id: str) -
     total = ints["device_total_bytes"]
     errors.add(has_total & (ints["device_used_bytes"] > total), "device_used_bytes cannot exceed device_total_bytes")
     has_free = ~_nulls(table.column("device_free_bytes"))
-    errors.add(has_total & has_free & (ints["device_free_bytes"] > total), "device_free_bytes cannot exceed device_total_bytes")
+    errors.add(
+        has_total & has_free & (ints["device_free_bytes"] > total), "device_free_bytes cannot exceed device_total_bytes"
+    )
 
     rank = ints["rank"]
     local_given = ~_nulls(table.column("local_rank"))
@@ -263,24 +261,16 @@ def columnar_events(data: bytes, lines: LineIndex, *, default_session_id: str) -
 
     bad = errors.bad
     keep = ~bad
-    problems = tuple(
-        (int(lines.numbers[positions[i]]), errors.message(i)) for i in np.flatnonzero(bad).tolist()
-    )
+    problems = tuple((int(lines.numbers[positions[i]]), errors.message(i)) for i in np.flatnonzero(bad).tolist())
     event_type = table.column("event_type")
     non_sample = np.asarray(pc.fill_null(pc.not_equal(event_type, "sample"), True))
-    collective = (
-        _collective_mask(metadata, size)
-        if metadata is not None
-        else np.zeros(size, dtype=bool)
-    )
+    collective = _collective_mask(metadata, size) if metadata is not None else np.zeros(size, dtype=bool)
     kept_positions = positions[keep]
     keep_arrow = pa.array(keep)
 
     def counter(name: str) -> Any:
         column = table.column(name).filter(keep_arrow)
-        return pd.arrays.IntegerArray(
-            _ints(column, 0), np.asarray(column.is_null())
-        )
+        return pd.arrays.IntegerArray(_ints(column, 0), np.asarray(column.is_null()))
 
     columns: dict[str, Any] = {
         "session_id": resolved.filter(keep_arrow),

@@ -98,8 +98,10 @@ def normalise_row(row: dict[Any, Any]) -> dict[Any, Any]:
 
 
 def read_csv(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
-    text = data[len(BOM) :].decode("utf-8", errors="surrogateescape") if data.startswith(BOM) else data.decode(
-        "utf-8", errors="surrogateescape"
+    text = (
+        data[len(BOM) :].decode("utf-8", errors="surrogateescape")
+        if data.startswith(BOM)
+        else data.decode("utf-8", errors="surrogateescape")
     )
     reader = csv.DictReader(io.StringIO(text, newline=""))
     rows = []

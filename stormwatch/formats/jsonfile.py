@@ -16,7 +16,15 @@ from stormwatch.frame import frame_from_rows
 from stormwatch.problems import describe_problems
 from stormwatch.records import RecordError, normalise_record
 
-_EVENT_HINT_KEYS = ("schema_version", "event_type", "type", "memory_allocated", "memory_mb", "timestamp", "timestamp_ns")
+_EVENT_HINT_KEYS = (
+    "schema_version",
+    "event_type",
+    "type",
+    "memory_allocated",
+    "memory_mb",
+    "timestamp",
+    "timestamp_ns",
+)
 
 
 class NotTelemetryError(ValueError):

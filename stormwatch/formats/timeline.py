@@ -261,7 +261,10 @@ def _sample_rows(
         }
         try:
             check_values(values, nullable_core=False)
-            if not all(-(2**63) <= values[k] < 2**63 for k in ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes")):
+            if not all(
+                -(2**63) <= values[k] < 2**63
+                for k in ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes")
+            ):
                 raise RecordError("value outside the 64-bit range")
         except RecordError as exc:
             problems.append((index + 1, str(exc)))
@@ -269,4 +272,3 @@ def _sample_rows(
         rows.append(tuple(values[name] for name in COLUMNS))
         previous_allocated, previous_stamp = alloc, stamp
     return rows, problems
-

@@ -1,0 +1,1 @@
+"""Front doors: the command line and (later) the Prefect flows."""

@@ -1,0 +1,81 @@
+"""The ``stormwatch`` command. Local commands never import Prefect.
+
+Exit codes: 0 clean, 2 usage, 5 nothing loadable, 1 other error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 5
+
+
+def _print_load(source: str, paths: Sequence[str], *, session_id: str | None) -> int:
+    from stormwatch import SessionNotFoundError, load_artifacts
+
+    try:
+        loaded = load_artifacts(list(paths), session_id=session_id)
+    except SessionNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    events = loaded.events
+    ranks = sorted(set(events["rank"].tolist())) if len(events) else []
+    print(
+        f"{source}: {len(events):,} events, ranks {ranks or '-'}, "
+        f"{len(loaded.sessions)} session(s), selected {loaded.selected_session_id or '-'}"
+    )
+    for warning in loaded.warnings[:5]:
+        print(f"  warning: {warning}")
+    if len(loaded.warnings) > 5:
+        print(f"  ... {len(loaded.warnings) - 5} more warnings")
+    return EXIT_OK if len(events) else EXIT_NOTHING
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from flows.demo import write_demo_fleet
+
+    root = Path(args.dir).resolve()
+    jobs = write_demo_fleet(root)
+    print(f"wrote an example fleet of {len(jobs)} jobs under {root / 'jobs'}")
+    worst = EXIT_OK
+    for job in jobs:
+        code = _print_load(job, [str(root / "jobs" / job)], session_id=None)
+        worst = max(worst, code)
+    return EXIT_OK if worst != EXIT_ERROR else EXIT_ERROR
+
+
+def _load(args: argparse.Namespace) -> int:
+    return _print_load(", ".join(args.sources), args.sources, session_id=args.session)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stormwatch", description="GPU-memory diagnostics over stormlog telemetry.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="write an example fleet to a folder and load every job")
+    demo.add_argument("dir", nargs="?", default="stormwatch-demo")
+    demo.set_defaults(run=_demo)
+    load = commands.add_parser("load", help="load artifacts and summarise sessions and warnings")
+    load.add_argument("sources", nargs="+", help="one job folder, or several files/folders (stormlog's path list)")
+    load.add_argument("--session", default=None, help="select this session id")
+    load.set_defaults(run=_load)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    try:
+        return int(args.run(args))
+    except Exception as exc:  # the front door reports, never tracebacks at users
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""An example fleet of stormlog-shaped jobs, written to a local folder.
+
+Records follow stormlog's schema v3 (and its legacy and diagnose-bundle shapes)
+so the loader reads them as it reads real telemetry. Deterministic: the same
+folder content on every run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+GIB = 1 << 30
+START_NS = 1_700_000_000_000_000_000
+STEP_NS = 50_000_000
+
+
+def _record(
+    job: str,
+    rank: int,
+    world: int,
+    index: int,
+    *,
+    event_type: str = "sample",
+    context: str | None = None,
+    allocated: int,
+    reserved: int,
+    used: int,
+    total: int | None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "schema_version": 3,
+        "session_id": f"{job}-rank{rank}",
+        "timestamp_ns": START_NS + index * STEP_NS,
+        "event_type": event_type,
+        "collector": "stormlog.cuda_tracker",
+        "sampling_interval_ms": 50,
+        "pid": 1000 + rank,
+        "host": f"gpu-node-{rank // 4:02d}",
+        "job_id": job,
+        "rank": rank,
+        "local_rank": rank % 4,
+        "world_size": world,
+        "device_id": rank % 4,
+        "allocator_allocated_bytes": allocated,
+        "allocator_reserved_bytes": reserved,
+        "allocator_active_bytes": allocated,
+        "allocator_inactive_bytes": reserved - allocated,
+        "allocator_change_bytes": 0,
+        "device_used_bytes": used,
+        "device_free_bytes": None if total is None else total - used,
+        "device_total_bytes": total,
+        "context": context,
+        "metadata": metadata or {"backend": "cuda"},
+    }
+
+
+def _rank_records(
+    job: str,
+    rank: int,
+    world: int,
+    samples: int,
+    *,
+    spike_at: int | None = None,
+    drift_bytes: int = 0,
+    oom: bool = False,
+) -> list[dict[str, Any]]:
+    total = 80 * GIB
+    out = [_record(job, rank, world, 0, event_type="start", allocated=0, reserved=0, used=0, total=total)]
+    for i in range(1, samples + 1):
+        allocated = 20 * GIB + (i % 10) * (64 << 20) + i * drift_bytes
+        reserved = allocated + 2 * GIB
+        used = reserved + (6 * GIB if spike_at is not None and abs(i - spike_at) < 3 else 256 << 20)
+        context = "nccl all_reduce" if spike_at is not None and abs(i - spike_at) < 3 else "train_step"
+        out.append(
+            _record(
+                job,
+                rank,
+                world,
+                i,
+                allocated=allocated,
+                reserved=reserved,
+                used=min(used, total),
+                total=total,
+                context=context,
+            )
+        )
+    if oom:
+        out.append(
+            _record(
+                job,
+                rank,
+                world,
+                samples + 1,
+                event_type="error",
+                context="CUDA out of memory",
+                allocated=78 * GIB,
+                reserved=79 * GIB,
+                used=80 * GIB,
+                total=total,
+                metadata={"oom_reason": "allocator_fragmentation"},
+            )
+        )
+    out.append(_record(job, rank, world, samples + 2, event_type="stop", allocated=0, reserved=0, used=0, total=total))
+    return out
+
+
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def write_demo_fleet(root: Path, *, samples: int = 400) -> list[str]:
+    """Write ``root/jobs/<job_id>/...`` for a handful of varied jobs; returns job ids."""
+    jobs = root / "jobs"
+    for rank in range(8):
+        _jsonl(
+            jobs / "collective-spike" / f"rank_{rank}" / "telemetry.jsonl",
+            _rank_records("collective-spike", rank, 8, samples, spike_at=samples // 2),
+        )
+    for rank in (0, 1, 3):
+        _jsonl(
+            jobs / "missing-ranks" / f"rank_{rank}" / "telemetry.jsonl",
+            _rank_records("missing-ranks", rank, 4, samples),
+        )
+    for rank in range(2):
+        _jsonl(
+            jobs / "drifting-rank" / f"rank_{rank}" / "telemetry.jsonl",
+            _rank_records("drifting-rank", rank, 2, samples, drift_bytes=(32 << 20) if rank == 1 else 0),
+        )
+    _jsonl(jobs / "oom" / "rank_0" / "telemetry.jsonl", _rank_records("oom", 0, 1, samples, oom=True))
+    legacy = [
+        {"timestamp": 1_700_000_000.0 + i * 0.5, "memory_allocated": GIB + i * (1 << 20), "device": "cpu"}
+        for i in range(50)
+    ]
+    (jobs / "legacy" / "tracker_events.json").parent.mkdir(parents=True, exist_ok=True)
+    (jobs / "legacy" / "tracker_events.json").write_bytes(orjson.dumps(legacy))
+    broken = _rank_records("broken-artifact", 0, 2, samples)
+    _jsonl(jobs / "broken-artifact" / "rank_0" / "telemetry.jsonl", broken)
+    damaged = jobs / "broken-artifact" / "rank_1" / "telemetry.jsonl"
+    _jsonl(damaged, _rank_records("broken-artifact", 1, 2, samples))
+    lines = damaged.read_bytes().split(b"\n")
+    lines[10] = b'{"schema_version": 3, "timestamp_ns": oops'
+    damaged.write_bytes(b"\n".join(lines))
+    return sorted(p.name for p in jobs.iterdir())
