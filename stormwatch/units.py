@@ -125,9 +125,7 @@ def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
 
 def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
     identity = tree.identity(unit.key)
-    manifest_key = (
-        posixpath.join(posixpath.dirname(unit.key), "manifest.json") if posixpath.dirname(unit.key) else "manifest.json"
-    )
+    manifest_key = posixpath.join(posixpath.dirname(unit.key), "manifest.json")
     manifest = tree.read(manifest_key) if tree.exists(manifest_key) else None
     result = read_timeline(
         tree.read(unit.key),
