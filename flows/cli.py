@@ -1,6 +1,7 @@
 """The ``stormwatch`` command. Local commands never import Prefect.
 
-Exit codes: 0 clean, 2 usage, 5 nothing loadable, 1 other error.
+Exit codes (stable): 0 clean, 3 findings at or above ``--fail-on``, 2 usage,
+5 nothing loadable, 1 other error.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from flows import diagnose_cmd
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 5
 
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("sources", nargs="+", help="one job folder, or several files/folders (stormlog's path list)")
     load.add_argument("--session", default=None, help="select this session id")
     load.set_defaults(run=_load)
+    diagnose_cmd.add_parser(commands)
     return parser
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -80,7 +80,7 @@ def parse_boundary(event_type: str, session_id: str, timestamp_ns: int, metadata
     return Boundary(action, parts, scope_id, thread_id, thread_name, sequence, session_id, timestamp_ns)
 
 
-def _plain_int(value: Any) -> bool:
+def _plain_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int)
 
 

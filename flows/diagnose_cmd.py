@@ -1,0 +1,111 @@
+"""``stormwatch diagnose``: one job, locally, with no Prefect import.
+
+Writes ``OUT/model.json`` (and ``OUT/report.html`` when the report renderer is
+installed), prints a short summary and returns the documented exit code:
+0 clean, 3 findings at or above ``--fail-on``, 2 usage, 5 nothing loadable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from stormwatch import SessionNotFoundError
+from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.diagnose import DiagnoseOptions, Diagnosis, default_job_id, diagnose
+from stormwatch.model import AnomalyIndicator
+from stormwatch.modeljson import format_ranks
+from stormwatch.ranks import RankFilterError
+from stormwatch.severity import FailOn
+
+EXIT_USAGE = 2
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "diagnose",
+        help="diagnose one job and write model.json",
+        description="Diagnose one job. One folder SOURCE is a job folder (every rank under it is one job); "
+        "several SOURCEs are stormlog's path list. Exit codes: 0 clean, 3 findings at or above --fail-on, "
+        "2 usage, 5 nothing loadable, 1 other error.",
+    )
+    parser.add_argument("sources", nargs="+", metavar="SOURCE")
+    parser.add_argument("--out", default=None, help="output folder (default: ./stormwatch-out/<job id>)")
+    parser.add_argument("--ranks", default=None, metavar="EXPR", help="rank filter: all, *, or e.g. 0,2,4-7")
+    parser.add_argument("--session", default=None, metavar="ID", help="diagnose this session id")
+    parser.add_argument("--job-id", default=None, help="job id recorded in model.json (default: folder name)")
+    parser.add_argument("--fail-on", default=FailOn.NEVER.value, choices=[item.value for item in FailOn])
+    parser.add_argument("--preset", default=CollectivePreset.MEDIUM.value,
+                        choices=[item.value for item in CollectivePreset], help="collective attribution preset")
+    parser.set_defaults(run=run)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _seconds(timestamp_ns: int, origin_ns: int | None) -> str:
+    return f"+{(timestamp_ns - origin_ns) / 1e9:.3f} s" if origin_ns is not None else f"{timestamp_ns} ns"
+
+
+def describe_indicator(indicator: AnomalyIndicator, origin_ns: int | None) -> str:
+    when = _seconds(indicator.timestamp_ns, origin_ns)
+    parts = [f"rank {indicator.rank}", indicator.signal, indicator.severity, when]
+    if indicator.phase_path:
+        parts.append(f"phase {indicator.phase_path}")
+    if indicator.confidence is not None:
+        parts.append(f"confidence {indicator.confidence:.2f}")
+    if indicator.reason_codes:
+        parts.append("reasons " + ", ".join(indicator.reason_codes))
+    return " | ".join(parts)
+
+
+def summary_lines(diagnosis: Diagnosis, written: list[Path]) -> list[str]:
+    model, verdict = diagnosis.model, diagnosis.verdict
+    lines = [f"{diagnosis.job_id}: {verdict.status.value.upper()} (exit {verdict.exit_code}) - {verdict.summary}"]
+    origin = diagnosis.started_at_ns
+    labels = {"earliest": "earliest cause", "most_severe": "most severe"}
+    for indicator in model.indicators:
+        lines.append(f"  {labels.get(indicator.kind, indicator.kind):<15} {describe_indicator(indicator, origin)}")
+    present, expected = len(model.present_ranks), len(model.expected_ranks)
+    missing = f", missing {format_ranks(model.missing_ranks)}" if model.missing_ranks else ""
+    lines.append(f"  ranks           {present}/{expected} present{missing}")
+    warnings = len(diagnosis.loaded.warnings) + len(model.warnings)
+    if warnings:
+        lines.append(f"  warnings        {warnings} (see model.json)")
+    for path in written:
+        lines.append(f"  wrote           {path}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    options = DiagnoseOptions(
+        ranks=args.ranks, session_id=args.session, fail_on=FailOn(args.fail_on), preset=CollectivePreset(args.preset)
+    )
+    missing = [source for source in args.sources if not Path(source).expanduser().exists()]
+    if missing:
+        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return EXIT_USAGE
+    job_id = args.job_id or default_job_id(args.sources)
+    try:
+        diagnosis = diagnose(args.sources, job_id=job_id, source_name=", ".join(args.sources), options=options)
+    except (SessionNotFoundError, RankFilterError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(args.out) if args.out else Path("stormwatch-out") / job_id
+    written = [out / "model.json"]
+    _write_atomically(written[0], diagnosis.model_json())
+    for line in summary_lines(diagnosis, written):
+        print(line)
+    return diagnosis.verdict.exit_code

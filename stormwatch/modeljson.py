@@ -1,0 +1,153 @@
+"""``model.json``: a diagnosed job as one JSON document (contract in DESIGN.md).
+
+The ``model`` member is ``dataclasses.asdict`` of :class:`DiagnosticsModel` with
+the reference's field names (rank keys as strings, as JSON requires). The
+verdict is the worst first-cause severity (missing ranks count as a warning);
+its ``exit_code`` applies the caller's ``--fail-on``. Written with orjson:
+numpy timelines serialise without a Python int per sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from stormwatch.load import LoadResult
+from stormwatch.model import DiagnosticsModel
+from stormwatch.severity import FailOn, Severity
+from stormwatch.tree import Entry
+
+MODEL_SCHEMA_VERSION = 1
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOTHING_LOADABLE = 0, 3, 5
+
+
+class VerdictStatus(StrEnum):
+    CLEAN = "clean"
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    EMPTY = "empty"  # nothing loadable
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: VerdictStatus
+    exit_code: int
+    summary: str
+
+    @property
+    def severity(self) -> Severity | None:
+        return None if self.status in (VerdictStatus.CLEAN, VerdictStatus.EMPTY) else Severity(self.status.value)
+
+
+def input_fingerprint(entries: Iterable[Entry]) -> str:
+    """sha256 over every input's (key, size, version), order-independent; changes when any input does."""
+    digest = hashlib.sha256()
+    for entry in sorted(entries, key=lambda item: item.key):
+        digest.update(orjson.dumps([entry.key, entry.size_bytes, entry.version]))
+        digest.update(b"\n")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = FailOn.NEVER) -> Verdict:
+    """Worst first-cause severity, raised to warning when ranks are missing."""
+    if events == 0:
+        return Verdict(VerdictStatus.EMPTY, EXIT_NOTHING_LOADABLE, "No telemetry events could be loaded.")
+    worst = max((Severity(item.severity) for item in model.indicators), key=lambda s: s.level, default=None)
+    if model.missing_ranks and (worst is None or worst.level < Severity.WARNING.level):
+        worst = Severity.WARNING
+    status = VerdictStatus.CLEAN if worst is None else VerdictStatus(worst.value)
+    parts = []
+    if model.indicators:
+        first = model.indicators[-1]
+        parts.append(f"most severe: {first.signal} on rank {first.rank} ({first.severity})")
+    if model.missing_ranks:
+        parts.append(f"missing ranks {format_ranks(model.missing_ranks)}")
+    present = len(model.present_ranks)
+    summary = f"{status.value}: {present}/{len(model.expected_ranks)} ranks present" + (
+        "; " + "; ".join(parts) if parts else "; no anomalies"
+    )
+    return Verdict(status, EXIT_FINDINGS if fail_on.reached_by(worst) else EXIT_CLEAN, summary)
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """``0,2,4-7`` for [0, 2, 4, 5, 6, 7]."""
+    out: list[str] = []
+    run: list[int] = []
+    for rank in sorted(ranks):
+        if run and rank == run[-1] + 1:
+            run.append(rank)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [rank]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def model_document(
+    loaded: LoadResult,
+    model: DiagnosticsModel,
+    verdict: Verdict,
+    *,
+    job_id: str,
+    source: str,
+    fingerprint: str,
+    engine_version: str,
+    generated_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The model.json content as plain data (numpy arrays left for orjson)."""
+    return {
+        "schema_version": MODEL_SCHEMA_VERSION,
+        "job_id": job_id,
+        "source": source,
+        "generated_at": (generated_at or datetime.now(UTC)).isoformat(),
+        "engine_version": engine_version,
+        "input_fingerprint": fingerprint,
+        "selected_session_id": loaded.selected_session_id,
+        "sessions": [_session(summary) for summary in loaded.sessions],
+        "sources_loaded": list(loaded.sources_loaded),
+        "warnings": list(loaded.warnings),
+        "verdict": {"status": verdict.status.value, "exit_code": verdict.exit_code, "summary": verdict.summary},
+        "model": dataclasses.asdict(model),
+    }
+
+
+def _session(summary: Any) -> dict[str, Any]:
+    data = dataclasses.asdict(summary)
+    data["status"] = str(summary.status)
+    data["events"] = data.pop("event_count")
+    return data
+
+
+def dumps_document(document: dict[str, Any]) -> bytes:
+    """UTF-8 JSON; rank-keyed maps get string keys; numpy arrays serialise natively."""
+    return orjson.dumps(
+        document,
+        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+        default=_default,
+    )
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # object arrays (v4 timelines holding None)
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def read_fingerprint(data: bytes) -> str | None:
+    """The ``input_fingerprint`` of an existing model.json, or None if unreadable."""
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    value = document.get("input_fingerprint") if isinstance(document, dict) else None
+    return value if isinstance(value, str) else None
