@@ -86,7 +86,7 @@ def diagnose(
         events = loaded.events
         available = expected_ranks(events["rank"].to_numpy(), events["world_size"].to_numpy())
         selected = parse_rank_filter(options.ranks, available)
-    model = build_model(loaded.events, selected, collective_preset=options.preset)
+    model = build_model(loaded.events, selected, collective_preset=options.preset, markers=loaded.markers)
     verdict = decide_verdict(model, events=len(loaded.events), fail_on=options.fail_on)
     document = model_document(
         loaded,

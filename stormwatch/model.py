@@ -173,11 +173,13 @@ def build_model(
     *,
     collective_preset: CollectivePreset | str = CollectivePreset.MEDIUM,
     gap_thresholds: GapThresholds = DEFAULT_GAP_THRESHOLDS,
+    markers: Sequence[TimelineMarker] | None = None,
 ) -> DiagnosticsModel:
     """Diagnose one job's events (a :class:`~stormwatch.LoadResult` ``events`` frame).
 
     ``selected_ranks`` keeps only those ranks in rows, rank lists, timelines and
     markers (candidates of other ranks are still computed but not reported).
+    ``markers``: the loader's markers for these same events, to skip deriving them again.
     """
     config = CollectiveConfig.preset(collective_preset)
     if events.empty:
@@ -220,7 +222,7 @@ def build_model(
         missing_ranks=tuple(sorted(set(expected) - set(present))),
         per_rank_timelines=timelines,
         warnings=tuple(warnings),
-        markers_by_rank=_markers_by_rank(derive_markers(events), present),
+        markers_by_rank=_markers_by_rank(derive_markers(events) if markers is None else markers, present),
     )
 
 

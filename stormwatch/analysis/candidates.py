@@ -66,25 +66,24 @@ class RankEvents:
 def _phase_path(columns: JobColumns, phases: PhaseIndex, position: int, rank: int) -> str | None:
     if not phases:
         return None
-    frame = columns.frame
     attribution = phases.resolve(
         int(columns.timestamp_ns[position]),
-        session_id=str(frame["session_id"].iat[position]),
+        session_id=str(columns.session_id[position]),
         rank=rank,
-        metadata=frame["metadata"].iat[position],
+        metadata=columns.metadata[position],
     )
     return attribution.summary() if attribution is not None else None
 
 
 def _alerts(columns: JobColumns, phases: PhaseIndex, rank: RankEvents) -> list[Candidate]:
-    kinds = columns.frame["event_type"].to_numpy()[rank.events]
+    kinds = columns.event_type[rank.events]
     is_alert = np.isin(kinds, list(ALERT_SEVERITY))
     positions = rank.events[is_alert]
     if not len(positions):
         return []
     severities = [ALERT_SEVERITY[str(kind)] for kind in kinds[is_alert]]
     chosen = {0} | {severities.index(level) for level in set(severities)}
-    contexts = columns.frame["context"].to_numpy()
+    contexts = columns.context
     out = []
     for index in sorted(chosen):
         position = int(positions[index])

@@ -31,7 +31,7 @@ def feature_enabled(metadata: Any, feature: Feature) -> bool:
 
 
 def _enabled(columns: JobColumns, positions: np.ndarray, feature: Feature) -> np.ndarray:
-    metadata = columns.frame["metadata"].to_numpy()
+    metadata = columns.metadata
     return np.fromiter((feature_enabled(metadata[i], feature) for i in positions.tolist()), dtype=bool,
                        count=len(positions))
 

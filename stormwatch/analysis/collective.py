@@ -253,7 +253,7 @@ def attribute_collective(
                  bool(lone[i]))
         for i in keep.tolist()
     ]
-    sessions = columns.frame["session_id"].to_numpy()
+    sessions = columns.session_id
     order = keep[np.lexsort((start[keep], spikes.rank[keep]))]
     reason_of = dict(zip(keep.tolist(), reasons, strict=True))
     return tuple(_merge(order, spikes, start, end, classes, rounded, reason_of, sessions, phases))

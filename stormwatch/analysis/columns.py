@@ -30,9 +30,18 @@ def _counter(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
     return values, present
 
 
-def _mentions_collective(column: pd.Series) -> np.ndarray:
-    text = column.fillna("").astype(str).str.lower().str.replace(r"[-_]", "", regex=True)
-    return text.str.contains(COLLAPSED_PATTERN, regex=True).to_numpy(dtype=bool)
+def _mentions_collective(values: np.ndarray) -> np.ndarray:
+    """Token test per distinct value (few: event types, repeated contexts), mapped back."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    text = pd.Series(uniques, dtype=object).astype(str).str.lower().str.replace(r"[-_]", "", regex=True)
+    hits = text.str.contains(COLLAPSED_PATTERN, regex=True).to_numpy(dtype=bool)
+    return np.where(codes >= 0, hits[np.maximum(codes, 0)] if len(hits) else False, False)
+
+
+def _is_sample(kinds: np.ndarray) -> np.ndarray:
+    codes, uniques = pd.factorize(kinds)
+    hits = np.array([str(kind).strip().lower() == "sample" for kind in uniques], dtype=bool)
+    return hits[codes] if len(hits) else np.zeros(len(kinds), dtype=bool)
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +49,10 @@ class JobColumns:
     """Events sorted stably by ``timestamp_ns``; ``frame`` is that sorted view."""
 
     frame: pd.DataFrame
+    event_type: np.ndarray  # object: str
+    context: np.ndarray  # object: str or None
+    session_id: np.ndarray  # object: str
+    metadata: np.ndarray  # object: dict or None
     timestamp_ns: np.ndarray
     rank: np.ndarray
     world_size: np.ndarray
@@ -56,12 +69,17 @@ class JobColumns:
     total_bytes: np.ndarray
     has_total: np.ndarray
     collective_marker: np.ndarray
+    gap_bytes: np.ndarray  # device_used - allocator_reserved; meaningful where both are present
 
     @classmethod
     def from_events(cls, events: pd.DataFrame) -> JobColumns:
-        order = np.argsort(events["timestamp_ns"].to_numpy(dtype=np.int64), kind="stable")
-        frame = events.iloc[order].reset_index(drop=True)
-        kinds = frame["event_type"].astype(str)
+        stamps = events["timestamp_ns"].to_numpy(dtype=np.int64)
+        if len(stamps) and bool((np.diff(stamps) < 0).any()):
+            frame = events.iloc[np.argsort(stamps, kind="stable")].reset_index(drop=True)
+        else:  # the loader's order is already by time: no copy
+            frame = events.reset_index(drop=True)
+        kinds = frame["event_type"].to_numpy(dtype=object)
+        context = frame["context"].to_numpy(dtype=object, na_value=None)
         allocated, has_allocated = _counter(frame, "allocator_allocated_bytes")
         reserved, has_reserved = _counter(frame, "allocator_reserved_bytes")
         inactive, has_inactive = _counter(frame, "allocator_inactive_bytes")
@@ -69,15 +87,19 @@ class JobColumns:
         total, has_total = _counter(frame, "device_total_bytes")
         marker = (
             _mentions_collective(kinds)
-            | _mentions_collective(frame["context"])
+            | _mentions_collective(context)
             | frame["metadata_collective"].to_numpy(dtype=bool)
         )
         return cls(
             frame=frame,
+            event_type=kinds,
+            context=context,
+            session_id=frame["session_id"].to_numpy(dtype=object),
+            metadata=frame["metadata"].to_numpy(dtype=object),
             timestamp_ns=frame["timestamp_ns"].to_numpy(dtype=np.int64),
             rank=frame["rank"].to_numpy(dtype=np.int64),
             world_size=frame["world_size"].to_numpy(dtype=np.int64),
-            is_sample=(kinds.str.strip().str.lower() == "sample").to_numpy(dtype=bool),
+            is_sample=_is_sample(kinds),
             is_v4=(frame["schema_version"].to_numpy(dtype=np.int64) >= 4),
             allocated_bytes=allocated,
             has_allocated=has_allocated,
@@ -90,6 +112,7 @@ class JobColumns:
             total_bytes=total,
             has_total=has_total,
             collective_marker=marker,
+            gap_bytes=used - reserved,
         )
 
     def __len__(self) -> int:
@@ -99,8 +122,3 @@ class JobColumns:
     def allocator_complete(self) -> np.ndarray:
         """Events with allocated, reserved and device-used counters (always true before schema v4)."""
         return self.has_allocated & self.has_reserved & self.has_used
-
-    @property
-    def gap_bytes(self) -> np.ndarray:
-        """Hidden gap ``device_used - allocator_reserved``; meaningful where both are present."""
-        return self.used_bytes - self.reserved_bytes
