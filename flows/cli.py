@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from flows import diagnose_cmd
+from flows import audit_cmd, diagnose_cmd
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 5
 
@@ -42,12 +42,11 @@ def _demo(args: argparse.Namespace) -> int:
 
     root = Path(args.dir).resolve()
     jobs = write_demo_fleet(root)
-    print(f"wrote an example fleet of {len(jobs)} jobs under {root / 'jobs'}")
-    worst = EXIT_OK
-    for job in jobs:
-        code = _print_load(job, [str(root / "jobs" / job)], session_id=None)
-        worst = max(worst, code)
-    return EXIT_OK if worst != EXIT_ERROR else EXIT_ERROR
+    print(f"wrote an example fleet of {len(jobs)} jobs under {root / 'jobs'}; auditing it (Prefect flow)...")
+    audit_args = build_parser().parse_args(["audit", "--storage", str(root), *(["--force"] if args.force else [])])
+    code = audit_cmd.run_audit(audit_args)
+    print(f"reports under {root / 'reports'} (fleet.json, fleet.parquet, one model.json per job)")
+    return EXIT_OK if code in (EXIT_OK, 3) else code
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -57,14 +56,16 @@ def _load(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stormwatch", description="GPU-memory diagnostics over stormlog telemetry.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="write an example fleet to a folder and load every job")
+    demo = commands.add_parser("demo", help="write an example fleet to a folder, then audit it")
     demo.add_argument("dir", nargs="?", default="stormwatch-demo")
+    demo.add_argument("--force", action="store_true", help="re-diagnose every job")
     demo.set_defaults(run=_demo)
     load = commands.add_parser("load", help="load artifacts and summarise sessions and warnings")
     load.add_argument("sources", nargs="+", help="one job folder, or several files/folders (stormlog's path list)")
     load.add_argument("--session", default=None, help="select this session id")
     load.set_defaults(run=_load)
     diagnose_cmd.add_parser(commands)
+    audit_cmd.add_parsers(commands)
     return parser
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from stormwatch import SessionNotFoundError
 from stormwatch.analysis.collective import CollectivePreset
@@ -37,6 +38,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--ranks", default=None, metavar="EXPR", help="rank filter: all, *, or e.g. 0,2,4-7")
     parser.add_argument("--session", default=None, metavar="ID", help="diagnose this session id")
     parser.add_argument("--job-id", default=None, help="job id recorded in model.json (default: folder name)")
+    parser.add_argument("--endpoint-url", default=None, metavar="URL",
+                        help="S3-compatible endpoint for s3:// sources (default: $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--fail-on", default=FailOn.NEVER.value, choices=[item.value for item in FailOn])
     parser.add_argument("--preset", default=CollectivePreset.MEDIUM.value,
                         choices=[item.value for item in CollectivePreset], help="collective attribution preset")
@@ -89,18 +92,34 @@ def summary_lines(diagnosis: Diagnosis, written: list[Path]) -> list[str]:
     return lines
 
 
+def _fetch_s3(uri: str, *, endpoint_url: str | None) -> tuple[Any, list[Any]]:
+    """Read every object under an S3 prefix into memory (imports boto3, never Prefect)."""
+    from tasks.s3 import S3Storage
+    from tasks.storage import StorageSettings
+
+    return S3Storage(StorageSettings(uri=uri, endpoint_url=endpoint_url)).fetch_prefix()
+
+
 def run(args: argparse.Namespace) -> int:
     options = DiagnoseOptions(
         ranks=args.ranks, session_id=args.session, fail_on=FailOn(args.fail_on), preset=CollectivePreset(args.preset)
     )
-    missing = [source for source in args.sources if not Path(source).expanduser().exists()]
+    remote = [source for source in args.sources if source.startswith("s3://")]
+    if remote and len(args.sources) > 1:
+        print("error: an s3:// SOURCE is a job folder and must be the only SOURCE", file=sys.stderr)
+        return EXIT_USAGE
+    missing = [source for source in args.sources if not remote and not Path(source).expanduser().exists()]
     if missing:
         print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return EXIT_USAGE
-    job_id = args.job_id or default_job_id(args.sources)
+    job_id = args.job_id or (remote[0].rstrip("/").rsplit("/", 1)[-1] if remote else default_job_id(args.sources))
     try:
-        diagnosis = diagnose(args.sources, job_id=job_id, source_name=", ".join(args.sources), options=options)
-    except (SessionNotFoundError, RankFilterError) as exc:
+        if remote:
+            tree, entries = _fetch_s3(remote[0], endpoint_url=args.endpoint_url)
+            diagnosis = diagnose(tree, job_id=job_id, source_name=remote[0], options=options, entries=entries)
+        else:
+            diagnosis = diagnose(args.sources, job_id=job_id, source_name=", ".join(args.sources), options=options)
+    except (SessionNotFoundError, RankFilterError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(args.out) if args.out else Path("stormwatch-out") / job_id

@@ -33,6 +33,18 @@ class DiagnoseOptions:
     fail_on: FailOn = FailOn.NEVER
     preset: CollectivePreset = CollectivePreset.MEDIUM
 
+    @classmethod
+    def parse(
+        cls, *, ranks: str | None = None, session_id: str | None = None, fail_on: str = "never", preset: str = "medium"
+    ) -> DiagnoseOptions:
+        """From command-line or flow-parameter strings; ValueError names a bad value."""
+        return cls(ranks, session_id, FailOn(fail_on.strip().lower()), CollectivePreset(preset.strip().lower()))
+
+    def recorded(self) -> dict[str, str | None]:
+        """What changes the model (``fail_on`` does not): stored in model.json as ``options``."""
+        return {"ranks": self.ranks, "session_id": self.session_id, "preset": self.preset.value,
+                "engine_version": ENGINE_VERSION}
+
 
 @dataclass(frozen=True, eq=False)
 class Diagnosis:
@@ -96,6 +108,7 @@ def diagnose(
         source=source_name,
         fingerprint=input_fingerprint(entries),
         engine_version=ENGINE_VERSION,
+        options=options.recorded(),
     )
     return Diagnosis(job_id, loaded, model, verdict, document)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -77,6 +77,14 @@ def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = Fa
     return Verdict(status, EXIT_FINDINGS if fail_on.reached_by(worst) else EXIT_CLEAN, summary)
 
 
+def exit_code_for(status: str, fail_on: FailOn) -> int:
+    """The exit code a stored verdict status gives under ``fail_on`` (a skipped job's, say)."""
+    if status == VerdictStatus.EMPTY:
+        return EXIT_NOTHING_LOADABLE
+    severity = None if status == VerdictStatus.CLEAN else Severity(status)
+    return EXIT_FINDINGS if fail_on.reached_by(severity) else EXIT_CLEAN
+
+
 def format_ranks(ranks: Iterable[int]) -> str:
     """``0,2,4-7`` for [0, 2, 4, 5, 6, 7]."""
     out: list[str] = []
@@ -102,9 +110,14 @@ def model_document(
     source: str,
     fingerprint: str,
     engine_version: str,
+    options: Mapping[str, Any] | None = None,
     generated_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The model.json content as plain data (numpy arrays left for orjson)."""
+    """The model.json content as plain data (numpy arrays left for orjson).
+
+    ``options`` records how the job was diagnosed (rank filter, session, preset):
+    an audit re-diagnoses a job whose inputs are unchanged when these differ.
+    """
     return {
         "schema_version": MODEL_SCHEMA_VERSION,
         "job_id": job_id,
@@ -112,6 +125,7 @@ def model_document(
         "generated_at": (generated_at or datetime.now(UTC)).isoformat(),
         "engine_version": engine_version,
         "input_fingerprint": fingerprint,
+        "options": dict(options or {}),
         "selected_session_id": loaded.selected_session_id,
         "sessions": [_session(summary) for summary in loaded.sessions],
         "sources_loaded": list(loaded.sources_loaded),

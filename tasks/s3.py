@@ -103,7 +103,9 @@ class S3Storage:
         return build_listing(names)
 
     def job_entries(self, job_id: str) -> list[Entry]:
-        base = self._jobs_base() + check_job_id(job_id) + "/"
+        return self._entries_under(self._jobs_base() + check_job_id(job_id) + "/")
+
+    def _entries_under(self, base: str) -> list[Entry]:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base)
         found: list[Entry] = []
         seen_any = False
@@ -140,7 +142,16 @@ class S3Storage:
         the listed ETag so the bytes match the versions the fingerprint is built from."""
         entries = self.job_entries(job_id)
         check_size(job_id, entries, max_bytes)
-        base = self._jobs_base() + job_id + "/"
+        return self._read_all(self._jobs_base() + job_id + "/", entries, name=self.job_source(job_id))
+
+    def fetch_prefix(self, *, max_bytes: int | None = None) -> tuple[MemoryTree, list[Entry]]:
+        """Everything under the storage root's own prefix as one job folder (``stormwatch diagnose s3://…``)."""
+        base = self._key() + "/" if self.prefix else ""
+        entries = self._entries_under(base)
+        check_size(self._uri(self.prefix), entries, max_bytes)
+        return self._read_all(base, entries, name=self._uri(self.prefix).rstrip("/")), entries
+
+    def _read_all(self, base: str, entries: list[Entry], *, name: str) -> MemoryTree:
         workers = max(1, min(self.settings.max_concurrency, len(entries)))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3-fetch")
         try:
@@ -149,7 +160,7 @@ class S3Storage:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         versions = {entry.key: entry.version for entry in entries}
-        return MemoryTree(objects, name=self.job_source(job_id), versions=versions)
+        return MemoryTree(objects, name=name, versions=versions)
 
     def job_source(self, job_id: str) -> str:
         return self._uri(self._key(*self.settings.jobs_parts, check_job_id(job_id)))

@@ -1,0 +1,113 @@
+"""``nightly-audit``: diagnose every changed job under a storage root, then publish the fleet.
+
+Steps: list jobs (refused ids are recorded, never touched); one ``diagnose-job``
+task per job, in parallel on the flow's task runner (threads by default, a
+Dask cluster when asked); fleet.json, fleet.parquet and the index page; a
+link artifact per published report; notifications for critical first causes.
+A job that fails is recorded as failed with its error; the others go on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.futures import PrefectFuture, as_completed
+
+from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.fleet import FleetRow, JobStatus, failed_row
+from stormwatch.modeljson import EXIT_FINDINGS
+from tasks.diagnose import AuditOptions, diagnose_job, storage_for
+from tasks.publish import publish_fleet_task
+from tasks.storage import JobListing, StorageSettings
+
+PROGRESS_MIN_JOBS = 4
+
+
+@task(name="list-jobs", retries=3, retry_delay_seconds=[1, 5, 20])
+def list_jobs(settings: StorageSettings) -> JobListing:
+    return storage_for(settings).list_jobs()
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when it is a terminal and enough jobs run."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total, self.done = total, 0
+        self.enabled = enabled and total >= PROGRESS_MIN_JOBS and sys.stderr.isatty()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if self.enabled:
+            filled = int(30 * self.done / self.total)
+            bar = "#" * filled + "-" * (30 - filled)
+            sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} jobs  {label[:40]:<40}")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _outcome(future: PrefectFuture[FleetRow], job_id: str) -> FleetRow:
+    """The task's row, or a failed row carrying its error (the local result, not the API's state)."""
+    try:
+        result: Any = future.result(raise_on_failure=False)
+    except Exception as exc:  # a crashed run raises even without raise_on_failure
+        result = exc
+    if isinstance(result, FleetRow):
+        return result
+    error = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else repr(result)
+    return failed_row(job_id, status=JobStatus.FAILED, error=error)
+
+
+def run_jobs(
+    settings: StorageSettings, job_ids: Sequence[str], options: AuditOptions, *, progress: bool = False
+) -> list[FleetRow]:
+    """Submit one task per job and collect a row per job, failed ones included."""
+    futures = {diagnose_job.submit(settings, job_id, options): job_id for job_id in job_ids}
+    bar = Progress(len(futures), enabled=progress)
+    rows: list[FleetRow] = []
+    for future in as_completed(list(futures)):
+        job_id = futures[future]
+        rows.append(_outcome(future, job_id))
+        bar.step(job_id)
+    return rows
+
+
+def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]:
+    """What the flow returns: fleet counts, the worst exit code, jobs needing attention."""
+    exit_code = max((row.exit_code or 0 for row in rows if row.exit_code in (0, EXIT_FINDINGS)), default=0)
+    return {
+        "summary": fleet["summary"],
+        "exit_code": exit_code,
+        "failed": sorted(row.job_id for row in rows if row.status is JobStatus.FAILED),
+        "refused": sorted(row.job_id for row in rows if row.status is JobStatus.REFUSED),
+        "critical": sorted(row.job_id for row in rows if row.verdict == "critical"),
+    }
+
+
+@flow(name="nightly-audit", log_prints=False)
+def nightly_audit(
+    storage: str,
+    endpoint_url: str | None = None,
+    force: bool = False,
+    fail_on: str = "never",
+    preset: str = "medium",
+    max_job_bytes: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Audit every job under ``storage`` (a folder or ``s3://bucket/prefix``)."""
+    logger = get_run_logger()
+    settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
+    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset), force=force,
+                           max_bytes=max_job_bytes)
+    listing = list_jobs(settings)
+    logger.info("%d jobs to audit, %d refused ids", len(listing.job_ids), len(listing.refused))
+    rows = run_jobs(settings, listing.job_ids, options, progress=progress)
+    rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in listing.refused]
+    fleet = publish_fleet_task(settings, rows, datetime.now(UTC))
+    result = summarise(rows, fleet)
+    logger.info("audit done: %s", result["summary"])
+    return result

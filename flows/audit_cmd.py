@@ -1,0 +1,100 @@
+"""``stormwatch audit`` and ``stormwatch serve``: the Prefect flows' front door.
+
+Prefect is imported only here, after its settings are in place
+(:mod:`flows.prefect_env`). ``audit`` runs the nightly-audit flow once and
+exits 3 when any job has a finding at or above ``--fail-on``; ``serve`` serves
+the nightly-audit deployment on a cron schedule and post-job on demand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from flows import prefect_env
+
+DEFAULT_CRON = "0 2 * * *"
+
+
+def storage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", default=None, metavar="URI",
+                        help="storage root: a folder or s3://bucket/prefix (default: $STORMWATCH_STORAGE)")
+    parser.add_argument("--endpoint-url", default=None, metavar="URL",
+                        help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
+    parser.add_argument("--fail-on", default="never", choices=["never", "warning", "critical"])
+    parser.add_argument("--preset", default="medium", choices=["low", "medium", "high"])
+    parser.add_argument("--max-job-bytes", type=int, default=None, metavar="N",
+                        help="refuse (fail) a job whose inputs add up to more than N bytes")
+    parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    audit = commands.add_parser("audit", help="diagnose every changed job under a storage root (Prefect flow)")
+    storage_arguments(audit)
+    audit.add_argument("--force", action="store_true", help="re-diagnose jobs whose inputs did not change")
+    audit.add_argument("--workers", type=int, default=4, help="parallel jobs (threads)")
+    audit.add_argument("--dask-address", default=None, metavar="ADDR",
+                       help="run the jobs on an existing Dask cluster (tcp://host:8786) through prefect-dask")
+    audit.set_defaults(run=run_audit)
+    serve = commands.add_parser("serve", help="serve the nightly-audit (cron) and post-job deployments")
+    storage_arguments(serve)
+    serve.add_argument("--cron", default=DEFAULT_CRON, help=f"nightly schedule (default {DEFAULT_CRON!r})")
+    serve.add_argument("--timezone", default="UTC", help="timezone of the cron schedule (default UTC)")
+    serve.set_defaults(run=run_serve)
+
+
+def resolve_storage(args: argparse.Namespace) -> str | None:
+    return args.storage or os.environ.get("STORMWATCH_STORAGE")
+
+
+def task_runner(workers: int, dask_address: str | None) -> Any:
+    if dask_address:
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=dask_address)
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=max(1, workers))
+
+
+def print_audit(result: dict[str, Any]) -> None:
+    summary = result["summary"]
+    print(f"audited {summary['jobs']} jobs: {summary['diagnosed']} diagnosed, {summary['skipped']} unchanged, "
+          f"{summary['failed']} failed, {summary['refused']} refused")
+    print(f"verdicts: {summary['critical']} critical, {summary['warning']} warning, {summary['info']} info, "
+          f"{summary['clean']} clean, {summary['empty']} empty")
+    for name in ("critical", "failed", "refused"):
+        if result[name]:
+            print(f"  {name}: {', '.join(result[name][:20])}" + (" ..." if len(result[name]) > 20 else ""))
+    if result.get("index"):
+        print(f"  index: {result['index']}")
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    storage = resolve_storage(args)
+    if not storage:
+        print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
+        return 2
+    prefect_env.configure(verbose=args.verbose)
+    from flows.audit import nightly_audit
+
+    flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
+    result = flow(storage=storage, endpoint_url=args.endpoint_url, force=args.force, fail_on=args.fail_on,
+                  preset=args.preset, max_job_bytes=args.max_job_bytes, progress=True)
+    print_audit(result)
+    return int(result["exit_code"])
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    storage = resolve_storage(args)
+    if not storage:
+        print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
+        return 2
+    prefect_env.configure(verbose=args.verbose)
+    from flows.deployments import serve_deployments
+
+    serve_deployments(storage=storage, endpoint_url=args.endpoint_url, cron=args.cron, timezone=args.timezone,
+                      fail_on=args.fail_on, preset=args.preset)
+    return 0

@@ -1,0 +1,50 @@
+"""``post-job``: diagnose one job right after it ends, update the fleet, return its exit code.
+
+The same steps as the nightly audit for a single job id: a refused id is
+reported and nothing is read or written; otherwise the job is diagnosed (unless
+unchanged and not forced), model.json is stored, and the job's row in
+fleet.json / fleet.parquet is replaced.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from flows.audit import run_jobs
+from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.fleet import JobStatus, failed_row
+from stormwatch.jobids import InvalidJobIdError
+from tasks.diagnose import AuditOptions
+from tasks.publish import update_fleet_task
+from tasks.storage import StorageSettings, check_job_id
+
+
+@flow(name="post-job", log_prints=False)
+def post_job(
+    job_id: str,
+    storage: str,
+    endpoint_url: str | None = None,
+    force: bool = False,
+    fail_on: str = "never",
+    preset: str = "medium",
+    max_job_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Diagnose ``jobs/<job_id>/`` under ``storage``; returns the job's fleet row and exit code."""
+    logger = get_run_logger()
+    try:
+        check_job_id(job_id)
+    except InvalidJobIdError as exc:
+        logger.warning("refused job id: %s", exc)
+        row = failed_row(job_id, status=JobStatus.REFUSED, error=str(exc))
+        return {"job": row.as_json(), "exit_code": 2}
+    settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
+    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset), force=force,
+                           max_bytes=max_job_bytes)
+    (row,) = run_jobs(settings, [job_id], options)
+    update_fleet_task(settings, row, datetime.now(UTC))
+    exit_code = 1 if row.status is JobStatus.FAILED else (row.exit_code or 0)
+    logger.info("%s: %s", job_id, row.summary or row.error)
+    return {"job": row.as_json(), "exit_code": exit_code}

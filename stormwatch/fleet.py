@@ -1,0 +1,153 @@
+"""The fleet summary: one row per job (``fleet.json``) and one per rank (``fleet.parquet``).
+
+Rows are built from each job's model.json document (parsed JSON), so a job
+skipped because its inputs did not change keeps the row of its last diagnosis.
+Failed and refused jobs get a row with their error and no verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+
+FLEET_SCHEMA_VERSION = 1
+_INDICATOR_FIELDS = ("rank", "signal", "severity", "timestamp_ns", "phase_path", "confidence")
+_VERDICTS = ("clean", "info", "warning", "critical", "empty")
+
+
+class JobStatus(StrEnum):
+    DIAGNOSED = "diagnosed"
+    SKIPPED = "skipped"  # inputs unchanged since the last diagnosis
+    FAILED = "failed"
+    REFUSED = "refused"  # the job id is not acceptable: nothing was read or written
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One job of the fleet; times in ns since the epoch, ``diagnosed_at`` ISO 8601."""
+
+    job_id: str
+    status: JobStatus
+    verdict: str | None = None
+    exit_code: int | None = None
+    summary: str | None = None
+    earliest: dict[str, Any] | None = None
+    most_severe: dict[str, Any] | None = None
+    ranks_present: int | None = None
+    ranks_expected: int | None = None
+    missing_ranks: tuple[int, ...] = ()
+    diagnosed_at: str | None = None
+    input_fingerprint: str | None = None
+    report: str | None = None
+    error: str | None = None
+    rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FleetRow:
+        """A row as fleet.json stores it (without its rank rows, which live in fleet.parquet)."""
+        known: dict[str, Any] = {
+            name: data.get(name) for name in cls.__dataclass_fields__ if name not in ("rank_rows", "status")
+        }
+        known["missing_ranks"] = tuple(known.get("missing_ranks") or ())
+        return cls(status=JobStatus(str(data.get("status"))), **known)
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("rank_rows")
+        data["status"] = self.status.value
+        data["missing_ranks"] = list(self.missing_ranks)
+        return data
+
+
+def _indicator(indicators: Sequence[Mapping[str, Any]], kind: str) -> dict[str, Any] | None:
+    for item in indicators:
+        if item.get("kind") == kind:
+            return {name: item.get(name) for name in _INDICATOR_FIELDS}
+    return None
+
+
+def row_from_document(
+    document: Mapping[str, Any], *, status: JobStatus, report: str | None, exit_code: int | None = None
+) -> FleetRow:
+    """A diagnosed (or skipped) job's row from its model.json; ``exit_code`` overrides the stored one
+    (the stored one applied the ``--fail-on`` of the run that wrote it)."""
+    model = document.get("model", {})
+    verdict = document.get("verdict", {})
+    rows = tuple(dict(row) for row in model.get("rows", ()))
+    return FleetRow(
+        job_id=str(document.get("job_id")),
+        status=status,
+        verdict=verdict.get("status"),
+        exit_code=verdict.get("exit_code") if exit_code is None else exit_code,
+        summary=verdict.get("summary"),
+        earliest=_indicator(model.get("indicators", ()), "earliest"),
+        most_severe=_indicator(model.get("indicators", ()), "most_severe"),
+        ranks_present=len(model.get("present_ranks", ())),
+        ranks_expected=len(model.get("expected_ranks", ())),
+        missing_ranks=tuple(model.get("missing_ranks", ())),
+        diagnosed_at=document.get("generated_at"),
+        input_fingerprint=document.get("input_fingerprint"),
+        report=report,
+        rank_rows=rows,
+    )
+
+
+def failed_row(job_id: str, *, status: JobStatus, error: str) -> FleetRow:
+    return FleetRow(job_id=job_id, status=status, error=error)
+
+
+def fleet_document(rows: Iterable[FleetRow], *, generated_at: datetime, storage: str) -> dict[str, Any]:
+    """fleet.json: rows sorted by job id, with counts by status and by verdict."""
+    ordered = sorted(rows, key=lambda row: row.job_id)
+    summary = {"jobs": len(ordered)}
+    for status in JobStatus:
+        summary[status.value] = sum(row.status is status for row in ordered)
+    for verdict in _VERDICTS:
+        summary[verdict] = sum(row.verdict == verdict for row in ordered)
+    return {
+        "schema_version": FLEET_SCHEMA_VERSION,
+        "generated_at": generated_at.isoformat(),
+        "storage": storage,
+        "summary": summary,
+        "jobs": [row.as_json() for row in ordered],
+    }
+
+
+RANK_COLUMNS = (
+    "job_id", "verdict", "rank", "availability", "samples", "allocated_delta_bytes", "reserved_delta_bytes",
+    "hidden_gap_latest_bytes", "hidden_gap_peak_abs_bytes", "has_anomaly", "first_anomaly_timestamp_ns",
+    "first_anomaly_signal", "first_anomaly_phase_path",
+)  # fmt: skip
+_INT_COLUMNS = ("rank", "samples", "allocated_delta_bytes", "reserved_delta_bytes", "hidden_gap_latest_bytes",
+                "hidden_gap_peak_abs_bytes", "first_anomaly_timestamp_ns")
+
+
+def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
+    """``previous`` with the ranks of ``rows``' jobs replaced by theirs (post-job updates)."""
+    fresh = rank_table(rows)
+    if previous is None or previous.empty:
+        return fresh
+    kept = previous[~previous["job_id"].isin([row.job_id for row in rows])]
+    merged = pd.concat([kept[list(RANK_COLUMNS)], fresh], ignore_index=True)
+    return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
+
+
+def rank_table(rows: Iterable[FleetRow]) -> pd.DataFrame:
+    """One row per (job, rank): the model's rank rows with the job id and verdict; typed columns."""
+    records = [
+        {"job_id": row.job_id, "verdict": row.verdict, **{name: rank.get(name) for name in RANK_COLUMNS[2:]}}
+        for row in sorted(rows, key=lambda item: item.job_id)
+        for rank in row.rank_rows
+    ]
+    table = pd.DataFrame.from_records(records, columns=list(RANK_COLUMNS))
+    for name in _INT_COLUMNS:
+        table[name] = table[name].astype("Int64")
+    table["has_anomaly"] = table["has_anomaly"].astype("boolean")
+    for name in ("job_id", "verdict", "availability", "first_anomaly_signal", "first_anomaly_phase_path"):
+        table[name] = table[name].astype("string")
+    return table

@@ -1,0 +1,113 @@
+"""The per-job step of an audit: fetch a job's inputs, diagnose them, store model.json.
+
+One Prefect task per job (Prefect's own cost is ~11-100 ms a task). The task
+is retried with back-off only when a storage or network step failed
+(:func:`is_transient`); an engine error or a refused job fails at once, and the
+flow records the job as failed without stopping the others.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from botocore.exceptions import BotoCoreError, ClientError
+from prefect import task
+
+from stormwatch.diagnose import DiagnoseOptions, diagnose
+from stormwatch.fleet import FleetRow, JobStatus, row_from_document
+from stormwatch.modeljson import exit_code_for, input_fingerprint
+from tasks.storage import (
+    InputChangedError,
+    Storage,
+    StorageError,
+    StorageSettings,
+    model_json_key,
+    open_storage,
+    report_html_key,
+)
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How each job of an audit is handled; ``max_bytes`` caps a job's total input size."""
+
+    diagnose: DiagnoseOptions = DiagnoseOptions()
+    force: bool = False
+    max_bytes: int | None = None
+
+
+@functools.lru_cache(maxsize=16)
+def storage_for(settings: StorageSettings) -> Storage:
+    """One storage (and S3 client, thread-safe) per settings per process."""
+    return open_storage(settings)
+
+
+def _previous(storage: Storage, job_id: str) -> dict[str, Any] | None:
+    data = storage.read_report(model_json_key(job_id))
+    if data is None:
+        return None
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None  # a damaged model.json is simply replaced
+    return document if isinstance(document, dict) else None
+
+
+def _unchanged(previous: dict[str, Any] | None, fingerprint: str, options: DiagnoseOptions) -> bool:
+    return (
+        previous is not None
+        and previous.get("input_fingerprint") == fingerprint
+        and previous.get("options") == options.recorded()
+    )
+
+
+def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> FleetRow:
+    """Diagnose one job unless its inputs and options are those of its stored model.json."""
+    entries = storage.job_entries(job_id)
+    fingerprint = input_fingerprint(entries)
+    previous = None if options.force else _previous(storage, job_id)
+    report = report_html_key(job_id)
+    if previous is not None and _unchanged(previous, fingerprint, options.diagnose):
+        status = str(previous.get("verdict", {}).get("status", "empty"))
+        return row_from_document(previous, status=JobStatus.SKIPPED, report=report,
+                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
+    tree = storage.fetch_job(job_id, max_bytes=options.max_bytes)
+    diagnosis = diagnose(tree, job_id=job_id, source_name=storage.job_source(job_id), options=options.diagnose,
+                         entries=entries)
+    storage.write_report(model_json_key(job_id), diagnosis.model_json(), content_type="application/json")
+    return row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report=report)
+
+
+def is_transient(error: BaseException | None) -> bool:
+    """Worth retrying: a network or storage hiccup, not bad input or a bug."""
+    if isinstance(error, InputChangedError):
+        return True  # a job still being written: read it again
+    if isinstance(error, StorageError):
+        return False  # missing job, too large, unsafe path: retrying changes nothing
+    if isinstance(error, ClientError):
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return int(status) >= 500 or error.response.get("Error", {}).get("Code") in ("SlowDown", "Throttling")
+    return isinstance(error, BotoCoreError | ConnectionError | TimeoutError)
+
+
+def _retry_if_transient(_task: Any, _run: Any, state: Any) -> bool:
+    try:
+        error = state.result(raise_on_failure=False)
+    except Exception as exc:  # reading the result of a failed state may itself raise the error
+        error = exc
+    return is_transient(error if isinstance(error, BaseException) else None)
+
+
+@task(
+    name="diagnose-job",
+    task_run_name="diagnose-{job_id}",
+    retries=2,
+    retry_delay_seconds=[2, 10],
+    retry_condition_fn=_retry_if_transient,
+)
+def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> FleetRow:
+    """Prefect task: :func:`audit_one` on the storage ``settings`` name."""
+    return audit_one(storage_for(settings), job_id, options=options)

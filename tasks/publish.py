@@ -1,0 +1,64 @@
+"""Publishing the fleet summary: fleet.json, fleet.parquet (a row per rank) and the index page.
+
+Each file is written whole (S3 PUT, or temp file + rename locally), so a
+reader sees either the previous version or the new one. Retried with back-off:
+writes are the IO here.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from datetime import datetime
+
+import orjson
+import pandas as pd
+from prefect import task
+
+from stormwatch.fleet import FleetRow, fleet_document, merge_rank_tables, rank_table
+from tasks.diagnose import storage_for
+from tasks.storage import FLEET_JSON_KEY, FLEET_PARQUET_KEY, Storage, StorageSettings
+
+
+def parquet_bytes(table: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def publish_fleet(
+    storage: Storage, rows: Sequence[FleetRow], *, generated_at: datetime, storage_uri: str
+) -> dict[str, object]:
+    """Write fleet.json and fleet.parquet; returns the fleet document."""
+    document = fleet_document(rows, generated_at=generated_at, storage=storage_uri)
+    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
+                         content_type="application/json")
+    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(rank_table(rows)),
+                         content_type="application/vnd.apache.parquet")
+    return document
+
+
+def update_fleet(storage: Storage, row: FleetRow, *, generated_at: datetime, storage_uri: str) -> dict[str, object]:
+    """Replace one job's row in fleet.json and its ranks in fleet.parquet (the post-job flow)."""
+    previous = storage.read_report(FLEET_JSON_KEY)
+    jobs = orjson.loads(previous).get("jobs", []) if previous else []
+    rows = [FleetRow.from_json(job) for job in jobs if job.get("job_id") != row.job_id] + [row]
+    document = fleet_document(rows, generated_at=generated_at, storage=storage_uri)
+    old_table = storage.read_report(FLEET_PARQUET_KEY)
+    table = merge_rank_tables(pd.read_parquet(io.BytesIO(old_table)) if old_table else None, [row])
+    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
+                         content_type="application/json")
+    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(table), content_type="application/vnd.apache.parquet")
+    return document
+
+
+@task(name="update-fleet", retries=3, retry_delay_seconds=[1, 5, 20])
+def update_fleet_task(settings: StorageSettings, row: FleetRow, generated_at: datetime) -> dict[str, object]:
+    return update_fleet(storage_for(settings), row, generated_at=generated_at, storage_uri=settings.uri)
+
+
+@task(name="publish-fleet", retries=3, retry_delay_seconds=[1, 5, 20])
+def publish_fleet_task(
+    settings: StorageSettings, rows: Sequence[FleetRow], generated_at: datetime
+) -> dict[str, object]:
+    return publish_fleet(storage_for(settings), rows, generated_at=generated_at, storage_uri=settings.uri)
