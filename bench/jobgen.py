@@ -7,7 +7,22 @@ collector capabilities), ``device_used = max(allocated, reserved)`` as the CUDA
 collector reports it, and a zeroed ``start`` snapshot. Built with numpy + orjson;
 no stormlog objects are created per event.
 
-    python bench/jobgen.py OUT --ranks 8 --samples 20000 [--seed 0]
+``--hidden-memory`` (opt in; the default output is unchanged, byte for byte) models a
+collector that reads device usage from the driver (``mem_get_info``), so
+``device_used - allocator_reserved`` is memory outside the caching allocator:
+  * a per-rank baseline of 384-552 MiB (CUDA context + NCCL communicators) with a few
+    MiB of noise, so every sample is "significant" under the medium collective preset;
+  * an NCCL all_reduce burst every 400 samples on every rank (same sample indices,
+    +0.9-1.6 GiB for 2 samples); two bursts in three carry a collective-token marker
+    (a ``collective`` event "nccl all_reduce ..." before the burst, or the burst
+    sample's context), the third has none;
+  * a 512 MiB tensor-parallel all_gather burst (one sample) per rank pair (0-1, 2-3, ...)
+    every 400 samples, pairs 600 ms apart, marked in the sample's context;
+  * a synchronised ~4.75 GiB hidden spike at the mid-run allocation spike (gap ratio
+    above 5% of the 80 GiB device), with an NCCL ``warning`` on every rank;
+  * a linear drift of +6 GiB over the run on one rank (``DRIFT_RANK``).
+
+    python bench/jobgen.py OUT --ranks 8 --samples 20000 [--seed 0] [--hidden-memory]
 """
 
 from __future__ import annotations
@@ -35,6 +50,8 @@ SAMPLE_META = {  # healthy CollectorHealthState().to_dict() + CUDA capability_me
     "backend": "cuda", "supports_device_total": True, "supports_device_free": True,
     "sampling_source": "torch.cuda.memory_allocated/reserved",
 }
+# --hidden-memory: device usage read from the driver, not max(allocated, reserved)
+HIDDEN_SAMPLE_META = {**SAMPLE_META, "sampling_source": "torch.cuda.mem_get_info + memory_allocated/reserved"}
 # key order of stormlog.telemetry.telemetry_event_to_dict for a TelemetryEventV3
 V3_KEYS = (
     "schema_version", "session_id", "timestamp_ns", "event_type", "collector",
@@ -79,6 +96,50 @@ def _memory_series(rng: np.random.Generator, rank: int, n: int) -> tuple[np.ndar
     return allocated, reserved, inactive
 
 
+BURST_PERIOD = 400  # samples between NCCL all_reduce bursts (20 s at 50 ms)
+BURST_OFFSET = 150  # first burst onset, in samples
+BURST_SAMPLES = 2  # samples each burst lasts
+DRIFT_RANK = 3  # rank whose hidden memory drifts up
+DRIFT_BYTES = 6 * GIB  # total drift over the run on DRIFT_RANK
+MID_SPIKE_BYTES = 4.75 * GIB  # peak of the synchronised mid-run hidden spike
+MID_SPIKE_HALF_WIDTH = 8  # samples
+TP_OFFSET = 60  # first tensor-parallel all_gather, in samples (before the first all_reduce)
+TP_GROUP_STAGGER = 12  # samples between the groups' all_gathers (600 ms: not synchronous)
+TP_BYTES = 512 * MIB
+
+
+def _burst_onsets(n: int) -> np.ndarray:
+    """Sample indices where an all_reduce burst starts (same on every rank)."""
+    return np.arange(BURST_OFFSET, n - BURST_SAMPLES, BURST_PERIOD)
+
+
+def _tp_onsets(n: int, rank: int) -> np.ndarray:
+    """One-sample all_gather bursts of rank pair (2g, 2g+1), staggered between pairs."""
+    return np.arange(TP_OFFSET + TP_GROUP_STAGGER * (rank // 2), n, BURST_PERIOD)
+
+
+def _hidden_gap(seed: int, rank: int, n: int) -> np.ndarray:
+    """Bytes of device memory outside the caching allocator, per sample (int64, >= 0).
+
+    Baseline + noise per rank; the burst sizes come from a job-level generator so that
+    every rank sees the same bursts; none of this touches the allocator series' stream.
+    """
+    rank_rng = np.random.default_rng([seed, rank, 1])
+    job_rng = np.random.default_rng([seed, 1_000_003])
+    idx = np.arange(n)
+    gap = (384 + 24 * rank) * MIB + rank_rng.normal(0.0, 6.0 * MIB, n)
+    onsets = _burst_onsets(n)
+    sizes = job_rng.uniform(0.9, 1.6, onsets.size) * GIB
+    for k in range(BURST_SAMPLES):
+        gap[onsets + k] += sizes * (1.0 - 0.25 * k)
+    mid, _ = _spike_window(n)
+    gap += MID_SPIKE_BYTES * np.clip(1.0 - np.abs(idx - mid) / MID_SPIKE_HALF_WIDTH, 0.0, None)
+    gap[_tp_onsets(n, rank)] += TP_BYTES
+    if rank == DRIFT_RANK:
+        gap += DRIFT_BYTES * idx / n
+    return (np.clip(gap, 0.0, None) // (2 * MIB) * (2 * MIB)).astype(np.int64)  # driver granularity
+
+
 def _phase_plan(n: int, epochs: int = 4) -> list[tuple[int, str, str, dict[str, Any]]]:
     """(sample index, enter|exit, name, attrs) in emission order."""
     plan: list[tuple[int, str, str, dict[str, Any]]] = [(0, "enter", "setup", {})]
@@ -120,7 +181,7 @@ def _phase_events(plan, session_id: str, thread_id: int) -> dict[int, list[tuple
     return out
 
 
-def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str) -> bytes:
+def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str, *, hidden: bool = False) -> bytes:
     rng = np.random.default_rng([seed, rank])
     session_id = str(uuid.UUID(bytes=rng.bytes(16), version=4))
     pid = int(rng.integers(2_000, 60_000))
@@ -128,7 +189,12 @@ def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str) -> bytes:
     local_rank = rank % GPUS_PER_NODE if ranks > GPUS_PER_NODE else rank
     t_start = 1_718_000_000.0 + seed * 86_400 + rng.uniform(0.0, 0.004)  # clock skew
     ts = t_start + (np.arange(1, n + 1) * INTERVAL_S) + rng.uniform(0.0, 0.002, n)
-    alloc, reserved, inactive = (a.tolist() for a in _memory_series(rng, rank, n))
+    alloc_a, reserved_a, inactive_a = _memory_series(rng, rank, n)
+    if hidden:
+        used_a = np.minimum(reserved_a + _hidden_gap(seed, rank, n), DEVICE_TOTAL - 256 * MIB)
+    else:
+        used_a = np.maximum(alloc_a, reserved_a)
+    alloc, reserved, inactive, used = (a.tolist() for a in (alloc_a, reserved_a, inactive_a, used_a))
     ts_ns = (ts * 1_000_000_000).astype(np.int64).tolist()  # tracker: int(ts * 1e9)
 
     extras = _phase_events(_phase_plan(n), session_id, 139_800_000_000_000 + rank * 4096)
@@ -139,6 +205,18 @@ def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str) -> bytes:
     # alerts precede the sample of the same tick, as in _run_tracking_iteration
     warn_before = {rise: ["large"], mid: ["usage"], mid + 2: ["usage"]}
     nccl = {mid - 3, mid, mid + 2, n // 4, n * 3 // 4, n - 10}
+    sample_meta = HIDDEN_SAMPLE_META if hidden else SAMPLE_META
+    collective_before: dict[int, int] = {}  # sample index -> burst number (custom event)
+    sample_ctx_at: dict[int, str] = {}  # sample index -> context other than the default
+    if hidden:
+        for b, onset in enumerate(_burst_onsets(n).tolist()):
+            if b % 3 == 0:
+                collective_before[onset] = b
+            elif b % 3 == 1:
+                nccl.add(onset)
+        tp_ctx = f"Collected telemetry sample during nccl all_gather (tensor-parallel group {rank // 2})."
+        sample_ctx_at.update(dict.fromkeys(_tp_onsets(n, rank).tolist(), tp_ctx))
+        warn_before.setdefault(mid - 1, []).insert(0, "nccl")
 
     head = (3, session_id)
     ident = (COLLECTOR, 50, pid, host, job_id, rank, local_rank, ranks, local_rank)
@@ -148,34 +226,43 @@ def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str) -> bytes:
         if i is None:  # start: tracker emits a zeroed snapshot with the known total
             mem = (0, 0, None, None, change, 0, None, DEVICE_TOTAL)
         else:
-            a, r = alloc[i], reserved[i]
-            used = a if a > r else r
-            mem = (a, r, a, inactive[i], change, used, DEVICE_TOTAL - used, DEVICE_TOTAL)
+            a, u = alloc[i], used[i]
+            mem = (a, reserved[i], a, inactive[i], change, u, DEVICE_TOTAL - u, DEVICE_TOTAL)
         return dumps(dict(zip(V3_KEYS, (*head, t_ns, etype, *ident, *mem, ctx, meta), strict=True)))
 
     start_ns = int(t_start * 1_000_000_000)
-    out = [record(start_ns, "start", None, 0, "Memory tracking started", SAMPLE_META)]
+    out = [record(start_ns, "start", None, 0, "Memory tracking started", sample_meta)]
     sample_ctx = "Collected telemetry sample."
     for i in range(n):
+        if i in collective_before:  # a user hook's custom event, 1 ms before the sample
+            b = collective_before[i]
+            bucket_bytes = (25 + 5 * (b % 4)) * 1_000_000
+            ctx = f"nccl all_reduce launched (bucket {b}, {_format_bytes(bucket_bytes)})"
+            meta = {"collective": "all_reduce", "backend": "nccl", "bucket": b, "bucket_bytes": bucket_bytes}
+            out.append(record(ts_ns[i] - 1_000_000, "collective", i, 0, ctx, {**meta, **sample_meta}))
         for k, kind in enumerate(warn_before.get(i, ())):  # tracker _check_alerts
             change = alloc[i] - alloc[i - 1]
-            if kind == "usage":
+            if kind == "nccl":  # a user hook's NCCL watchdog warning
+                hidden_bytes = used[i] - reserved[i]
+                ctx = f"NCCL all_reduce: {_format_bytes(hidden_bytes)} of device memory outside the allocator"
+                meta = {"collective": "all_reduce", "backend": "nccl", "hidden_gap_bytes": hidden_bytes}
+            elif kind == "usage":
                 pct = alloc[i] / DEVICE_TOTAL * 100
                 ctx, meta = f"WARNING: Memory usage at {pct:.1f}%", {"usage_percent": pct}
             else:
                 ctx = f"Large allocation detected: {_format_bytes(change)}"
                 meta = {"large_allocation": True}
             t = ts_ns[i] - 200_000 + k * 10_000
-            out.append(record(t, "warning", i, change, ctx, {**meta, **SAMPLE_META}))
-        ctx = sample_ctx
+            out.append(record(t, "warning", i, change, ctx, {**meta, **sample_meta}))
+        ctx = sample_ctx_at.get(i, sample_ctx)
         if i in nccl:
             ctx = f"Collected telemetry sample during nccl all_reduce (bucket {i % 7})."
-        out.append(record(ts_ns[i], "sample", i, 0, ctx, SAMPLE_META))
+        out.append(record(ts_ns[i], "sample", i, 0, ctx, sample_meta))
         for k, (etype, pctx, pmeta) in enumerate(extras.get(i, ())):
             t = ts_ns[i] + 20_000_000 + k * 150_000
-            out.append(record(t, etype, i, 0, pctx, {**pmeta, **SAMPLE_META}))
+            out.append(record(t, etype, i, 0, pctx, {**pmeta, **sample_meta}))
     stop_ns = ts_ns[-1] + 30_000_000
-    out.append(record(stop_ns, "stop", n - 1, 0, "Memory tracking stopped", SAMPLE_META))
+    out.append(record(stop_ns, "stop", n - 1, 0, "Memory tracking stopped", sample_meta))
     out.append(b"")
     return b"\n".join(out)
 
@@ -208,8 +295,13 @@ def validate_job(paths: list[Path], per_kind: int = 50) -> int:
     return checked
 
 
-def write_job(root: Path, *, ranks: int = 8, samples: int = 20_000, seed: int = 0) -> list[Path]:
-    """Write ``root/rank_{r}/telemetry.jsonl`` for every rank; return the paths."""
+def write_job(
+    root: Path, *, ranks: int = 8, samples: int = 20_000, seed: int = 0, hidden: bool = False
+) -> list[Path]:
+    """Write ``root/rank_{r}/telemetry.jsonl`` for every rank; return the paths.
+
+    ``hidden``: model memory outside the caching allocator (see the module docstring).
+    """
     if ranks < 1 or samples < 200:
         raise ValueError("need ranks >= 1 and samples >= 200")
     root = Path(root)
@@ -218,7 +310,7 @@ def write_job(root: Path, *, ranks: int = 8, samples: int = 20_000, seed: int = 
     for rank in range(ranks):
         path = root / f"rank_{rank}" / "telemetry.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(_rank_lines(rank, ranks, samples, seed, job_id))
+        path.write_bytes(_rank_lines(rank, ranks, samples, seed, job_id, hidden=hidden))
         paths.append(path)
     return paths
 
@@ -229,10 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--samples", type=int, default=20_000, help="sample events per rank")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden-memory", action="store_true", help="memory outside the allocator (see above)")
     parser.add_argument("--no-validate", action="store_true", help="skip the stormlog check")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    paths = write_job(args.out, ranks=args.ranks, samples=args.samples, seed=args.seed)
+    paths = write_job(args.out, ranks=args.ranks, samples=args.samples, seed=args.seed, hidden=args.hidden_memory)
     elapsed = time.perf_counter() - t0
     size_mb = sum(p.stat().st_size for p in paths) / 1e6
     lines = sum(p.read_bytes().count(b"\n") for p in paths)
