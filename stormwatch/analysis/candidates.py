@@ -68,7 +68,7 @@ def _phase_path(columns: JobColumns, phases: PhaseIndex, position: int, rank: in
         return None
     attribution = phases.resolve(
         int(columns.timestamp_ns[position]),
-        session_id=str(columns.session_id[position]),
+        session_id=str(columns.session_id.at(position)),
         rank=rank,
         metadata=columns.metadata[position],
     )
@@ -76,24 +76,26 @@ def _phase_path(columns: JobColumns, phases: PhaseIndex, position: int, rank: in
 
 
 def _alerts(columns: JobColumns, phases: PhaseIndex, rank: RankEvents) -> list[Candidate]:
-    kinds = columns.event_type[rank.events]
-    is_alert = np.isin(kinds, list(ALERT_SEVERITY))
-    positions = rank.events[is_alert]
+    positions = rank.events[columns.is_alert[rank.events]]
     if not len(positions):
         return []
-    severities = [ALERT_SEVERITY[str(kind)] for kind in kinds[is_alert]]
-    chosen = {0} | {severities.index(level) for level in set(severities)}
-    contexts = columns.context
+    kinds = columns.event_type.codes[positions]
+    _, first_of_kind = np.unique(kinds, return_index=True)
+    severities = {index: ALERT_SEVERITY[str(columns.event_type.values[kinds[index]])] for index in first_of_kind}
+    first_of_level = {}
+    for index in sorted(severities):
+        first_of_level.setdefault(severities[index], index)
     out = []
-    for index in sorted(chosen):
+    for index in sorted({0, *first_of_level.values()}):
         position = int(positions[index])
-        context = contexts[position]
+        kind = str(columns.event_type.values[kinds[index]])
+        context = columns.context.at(position)
         out.append(Candidate(
             rank=rank.rank,
             severity=severities[index],
             timestamp_ns=int(columns.timestamp_ns[position]),
-            signal=f"alert:{kinds[is_alert][index]}",
-            details=context if isinstance(context, str) and context else "Alert event",
+            signal=f"alert:{kind}",
+            details=context if context else "Alert event",
             phase_path=_phase_path(columns, phases, position, rank.rank),
         ))
     return out

@@ -296,7 +296,7 @@ def _merge(
     for members in groups:
         rank = int(spikes.rank[members[0]])
         attributions = (
-            phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions[spikes.position[i]]), rank=rank)
+            phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions.at(int(spikes.position[i]))), rank=rank)
             for i in members
         ) if phases else iter(())
         merged.append(

@@ -7,13 +7,15 @@ masked by the caller. Every array has one entry per event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from stormwatch.tokens import COLLAPSED_PATTERN
+from stormwatch.tokens import has_collective_token
 
+ALERT_TYPES = frozenset({"warning", "critical", "error"})
 _COUNTERS = (
     "allocator_allocated_bytes",
     "allocator_reserved_bytes",
@@ -30,18 +32,30 @@ def _counter(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
     return values, present
 
 
-def _mentions_collective(values: np.ndarray) -> np.ndarray:
-    """Token test per distinct value (few: event types, repeated contexts), mapped back."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    text = pd.Series(uniques, dtype=object).astype(str).str.lower().str.replace(r"[-_]", "", regex=True)
-    hits = text.str.contains(COLLAPSED_PATTERN, regex=True).to_numpy(dtype=bool)
-    return np.where(codes >= 0, hits[np.maximum(codes, 0)] if len(hits) else False, False)
+@dataclass(frozen=True, eq=False)
+class Coded:
+    """A string column as codes into its distinct values (``-1``: missing); tests run per value."""
+
+    codes: np.ndarray
+    values: np.ndarray  # object: the distinct strings
+
+    @classmethod
+    def of(cls, column: pd.Series) -> Coded:
+        codes, uniques = pd.factorize(column, use_na_sentinel=True)
+        return cls(np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object))
+
+    def at(self, position: int) -> str | None:
+        code = int(self.codes[position])
+        return None if code < 0 else str(self.values[code])
+
+    def where(self, test: Callable[[str], bool]) -> np.ndarray:
+        """Per-event mask of ``test(value)``, evaluated once per distinct value; missing is False."""
+        hits = np.array([bool(test(str(value))) for value in self.values] + [False], dtype=bool)
+        return hits[self.codes]  # code -1 picks the trailing False
 
 
-def _is_sample(kinds: np.ndarray) -> np.ndarray:
-    codes, uniques = pd.factorize(kinds)
-    hits = np.array([str(kind).strip().lower() == "sample" for kind in uniques], dtype=bool)
-    return hits[codes] if len(hits) else np.zeros(len(kinds), dtype=bool)
+def _mentions_collective(column: Coded) -> np.ndarray:
+    return column.where(has_collective_token)
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,14 +63,15 @@ class JobColumns:
     """Events sorted stably by ``timestamp_ns``; ``frame`` is that sorted view."""
 
     frame: pd.DataFrame
-    event_type: np.ndarray  # object: str
-    context: np.ndarray  # object: str or None
-    session_id: np.ndarray  # object: str
+    event_type: Coded
+    context: Coded
+    session_id: Coded
     metadata: np.ndarray  # object: dict or None
     timestamp_ns: np.ndarray
     rank: np.ndarray
     world_size: np.ndarray
     is_sample: np.ndarray
+    is_alert: np.ndarray  # event_type exactly warning, critical or error
     is_v4: np.ndarray
     allocated_bytes: np.ndarray
     has_allocated: np.ndarray
@@ -78,8 +93,8 @@ class JobColumns:
             frame = events.iloc[np.argsort(stamps, kind="stable")].reset_index(drop=True)
         else:  # the loader's order is already by time: no copy
             frame = events.reset_index(drop=True)
-        kinds = frame["event_type"].to_numpy(dtype=object)
-        context = frame["context"].to_numpy(dtype=object, na_value=None)
+        kinds = Coded.of(frame["event_type"])
+        context = Coded.of(frame["context"])
         allocated, has_allocated = _counter(frame, "allocator_allocated_bytes")
         reserved, has_reserved = _counter(frame, "allocator_reserved_bytes")
         inactive, has_inactive = _counter(frame, "allocator_inactive_bytes")
@@ -94,12 +109,13 @@ class JobColumns:
             frame=frame,
             event_type=kinds,
             context=context,
-            session_id=frame["session_id"].to_numpy(dtype=object),
+            session_id=Coded.of(frame["session_id"]),
             metadata=frame["metadata"].to_numpy(dtype=object),
             timestamp_ns=frame["timestamp_ns"].to_numpy(dtype=np.int64),
             rank=frame["rank"].to_numpy(dtype=np.int64),
             world_size=frame["world_size"].to_numpy(dtype=np.int64),
-            is_sample=_is_sample(kinds),
+            is_sample=kinds.where(lambda kind: kind.strip().lower() == "sample"),
+            is_alert=kinds.where(lambda kind: kind in ALERT_TYPES),
             is_v4=(frame["schema_version"].to_numpy(dtype=np.int64) >= 4),
             allocated_bytes=allocated,
             has_allocated=has_allocated,
