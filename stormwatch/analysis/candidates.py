@@ -82,7 +82,7 @@ def _alerts(columns: JobColumns, phases: PhaseIndex, rank: RankEvents) -> list[C
     kinds = columns.event_type.codes[positions]
     _, first_of_kind = np.unique(kinds, return_index=True)
     severities = {index: ALERT_SEVERITY[str(columns.event_type.values[kinds[index]])] for index in first_of_kind}
-    first_of_level = {}
+    first_of_level: dict[Severity, int] = {}
     for index in sorted(severities):
         first_of_level.setdefault(severities[index], index)
     out = []

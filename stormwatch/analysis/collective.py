@@ -23,7 +23,7 @@ from enum import IntEnum, StrEnum
 import numpy as np
 
 from stormwatch.analysis.attribution import PhaseAttribution, PhaseIndex, merge_attributions
-from stormwatch.analysis.columns import JobColumns
+from stormwatch.analysis.columns import Coded, JobColumns
 
 
 class CollectivePreset(StrEnum):
@@ -279,7 +279,7 @@ def _merge(
     classes: np.ndarray,
     confidence: np.ndarray,
     reasons: dict[int, frozenset[str]],
-    sessions: np.ndarray,
+    sessions: Coded,
     phases: PhaseIndex,
 ) -> list[CollectiveResult]:
     """Merge each rank's overlapping intervals (``order``: by rank, then start)."""

@@ -8,8 +8,8 @@ import orjson
 import pytest
 import yaml
 
-from flows.audit_cmd import task_runner
 from flows.audit import nightly_audit
+from flows.audit_cmd import task_runner
 from flows.deployments import NIGHTLY_NAME, POST_JOB_NAME, build_deployments
 from tests import builders as b
 
@@ -22,11 +22,11 @@ def test_audit_runs_on_an_existing_dask_cluster(tmp_path: Path) -> None:
     root = tmp_path / "fleet"
     for job in ("job-a", "job-b"):
         b.write_multi_rank_job(root / "jobs" / job, world_size=2, alerts=b.DEFAULT_ALERTS if job == "job-a" else ())
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            flow = nightly_audit.with_options(task_runner=task_runner(2, cluster.scheduler_address))
-            result = flow(storage=str(root))
-            workers = client.run(lambda: __import__("os").getpid())
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        flow = nightly_audit.with_options(task_runner=task_runner(2, cluster.scheduler_address))
+        result = flow(storage=str(root))
+        workers = client.run(lambda: __import__("os").getpid())
     assert result["summary"]["diagnosed"] == 2 and result["critical"] == ["job-a"]
     assert workers  # the cluster really had a worker process
     fleet = orjson.loads((root / "reports" / "fleet.json").read_bytes())
