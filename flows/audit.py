@@ -9,6 +9,7 @@ A job that fails is recorded as failed with its error; the others go on.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -20,7 +21,9 @@ from prefect.futures import PrefectFuture, as_completed
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.fleet import FleetRow, JobStatus, failed_row
 from stormwatch.modeljson import EXIT_FINDINGS
-from tasks.diagnose import AuditOptions, diagnose_job, storage_for
+from tasks.diagnose import AuditOptions, JobOutcome, diagnose_job, storage_for
+from tasks.notify import NotifySettings
+from tasks.notify_step import notify_task
 from tasks.publish import publish_fleet_task
 from tasks.storage import JobListing, StorageSettings
 
@@ -50,30 +53,55 @@ class Progress:
             sys.stderr.flush()
 
 
-def _outcome(future: PrefectFuture[FleetRow], job_id: str) -> FleetRow:
-    """The task's row, or a failed row carrying its error (the local result, not the API's state)."""
+def _outcome(future: PrefectFuture[JobOutcome], job_id: str) -> JobOutcome:
+    """The task's outcome, or a failed row carrying its error (the local result, not the API's state)."""
     try:
         result: Any = future.result(raise_on_failure=False)
     except Exception as exc:  # a crashed run raises even without raise_on_failure
         result = exc
-    if isinstance(result, FleetRow):
+    if isinstance(result, JobOutcome):
         return result
     error = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else repr(result)
-    return failed_row(job_id, status=JobStatus.FAILED, error=error)
+    return JobOutcome(failed_row(job_id, status=JobStatus.FAILED, error=error))
 
 
 def run_jobs(
     settings: StorageSettings, job_ids: Sequence[str], options: AuditOptions, *, progress: bool = False
-) -> list[FleetRow]:
-    """Submit one task per job and collect a row per job, failed ones included."""
+) -> list[JobOutcome]:
+    """Submit one task per job and collect an outcome per job, failed ones included."""
     futures = {diagnose_job.submit(settings, job_id, options): job_id for job_id in job_ids}
     bar = Progress(len(futures), enabled=progress)
-    rows: list[FleetRow] = []
+    outcomes: list[JobOutcome] = []
     for future in as_completed(list(futures)):
         job_id = futures[future]
-        rows.append(_outcome(future, job_id))
+        outcomes.append(_outcome(future, job_id))
         bar.step(job_id)
-    return rows
+    return outcomes
+
+
+def notify_settings(
+    *, notify_on: str, digest: bool, email_to: str | None, email_from: str | None,
+    slack_webhook_block: str | None, smtp_url_block: str | None,
+) -> NotifySettings:
+    """Channels from the environment (STORMWATCH_SLACK_WEBHOOK, STORMWATCH_SMTP_URL, ...) or Prefect
+    Secret blocks named here: flow parameters never carry a secret (Prefect stores parameters)."""
+    blocks = {name: value for name, value in (("slack_webhook", slack_webhook_block),
+                                              ("smtp_url", smtp_url_block)) if value}
+    flags = {"notify_on": notify_on, "digest": digest, "email_to": email_to, "email_from": email_from}
+    return NotifySettings.from_sources(flags=flags, environ=os.environ, blocks=blocks)
+
+
+def notify_outcomes(
+    settings: StorageSettings, outcomes: Sequence[JobOutcome], notify: NotifySettings
+) -> dict[str, Any]:
+    """Run the notify step; its failure is logged, never the audit's."""
+    findings = [outcome.finding for outcome in outcomes if outcome.finding is not None]
+    future = notify_task.submit(settings, findings, notify, datetime.now(UTC))
+    result: Any = future.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        get_run_logger().error("notifications not processed: %s", type(result).__name__)
+        return {"error": type(result).__name__}
+    return dict(result)
 
 
 def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]:
@@ -97,17 +125,28 @@ def nightly_audit(
     preset: str = "medium",
     max_job_bytes: int | None = None,
     progress: bool = False,
+    report_base_url: str | None = None,
+    notify_on: str = "critical",
+    digest: bool = False,
+    email_to: str | None = None,
+    email_from: str | None = None,
+    slack_webhook_block: str | None = None,
+    smtp_url_block: str | None = None,
 ) -> dict[str, Any]:
     """Audit every job under ``storage`` (a folder or ``s3://bucket/prefix``)."""
     logger = get_run_logger()
     settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
     options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset), force=force,
-                           max_bytes=max_job_bytes)
+                           max_bytes=max_job_bytes, report_base_url=report_base_url)
+    notify = notify_settings(notify_on=notify_on, digest=digest, email_to=email_to, email_from=email_from,
+                             slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
     listing = list_jobs(settings)
     logger.info("%d jobs to audit, %d refused ids", len(listing.job_ids), len(listing.refused))
-    rows = run_jobs(settings, listing.job_ids, options, progress=progress)
+    outcomes = run_jobs(settings, listing.job_ids, options, progress=progress)
+    rows = [outcome.row for outcome in outcomes]
     rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in listing.refused]
     fleet = publish_fleet_task(settings, rows, datetime.now(UTC))
     result = summarise(rows, fleet)
+    result["notifications"] = notify_outcomes(settings, outcomes, notify)
     logger.info("audit done: %s", result["summary"])
     return result

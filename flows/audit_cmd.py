@@ -28,6 +28,19 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-job-bytes", type=int, default=None, metavar="N",
                         help="refuse (fail) a job whose inputs add up to more than N bytes")
     parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
+    parser.add_argument("--report-base-url", default=None, metavar="URL",
+                        help="http(s) address where reports/ is served, for links in notifications")
+    notify = parser.add_argument_group("notifications (secrets also from the environment or Prefect Secret blocks)")
+    notify.add_argument("--notify-on", default=None, choices=["warning", "critical"],
+                        help="least first-cause severity that notifies (default critical; $STORMWATCH_NOTIFY_ON)")
+    notify.add_argument("--slack-webhook", default=None, metavar="URL", help="($STORMWATCH_SLACK_WEBHOOK)")
+    notify.add_argument("--smtp-url", default=None, metavar="URL",
+                        help="smtp://user:password@host:port or smtps://... ($STORMWATCH_SMTP_URL)")
+    notify.add_argument("--email-to", default=None, metavar="ADDR[,ADDR]", help="($STORMWATCH_EMAIL_TO)")
+    notify.add_argument("--email-from", default=None, metavar="ADDR", help="($STORMWATCH_EMAIL_FROM)")
+    notify.add_argument("--slack-webhook-block", default=None, metavar="NAME", help="Prefect Secret block name")
+    notify.add_argument("--smtp-url-block", default=None, metavar="NAME", help="Prefect Secret block name")
+    notify.add_argument("--digest", action="store_true", help="one message per audit listing every new critical job")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -68,8 +81,36 @@ def print_audit(result: dict[str, Any]) -> None:
     for name in ("critical", "failed", "refused"):
         if result[name]:
             print(f"  {name}: {', '.join(result[name][:20])}" + (" ..." if len(result[name]) > 20 else ""))
+    sent = result.get("notifications", {})
+    if sent.get("channels"):
+        print(f"notifications: {sent['sent']} sent, {sent['failed']} failed on {', '.join(sent['channels'])}")
+    elif "error" in sent:
+        print(f"notifications: not processed ({sent['error']})")
     if result.get("index"):
         print(f"  index: {result['index']}")
+
+
+SECRET_FLAGS = {"slack_webhook": "STORMWATCH_SLACK_WEBHOOK", "smtp_url": "STORMWATCH_SMTP_URL"}
+
+
+def hand_secrets_to_environment(args: argparse.Namespace) -> None:
+    """Secret flags reach the flow through this process's environment, never as flow parameters
+    (Prefect stores parameters in its database)."""
+    for name, variable in SECRET_FLAGS.items():
+        value = getattr(args, name, None)
+        if value:
+            os.environ[variable] = value
+
+
+def notify_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "report_base_url": args.report_base_url,
+        "notify_on": args.notify_on or os.environ.get("STORMWATCH_NOTIFY_ON") or "critical",
+        "email_to": args.email_to,
+        "email_from": args.email_from,
+        "slack_webhook_block": args.slack_webhook_block,
+        "smtp_url_block": args.smtp_url_block,
+    }
 
 
 def run_audit(args: argparse.Namespace) -> int:
@@ -78,11 +119,13 @@ def run_audit(args: argparse.Namespace) -> int:
         print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
         return 2
     prefect_env.configure(verbose=args.verbose)
+    hand_secrets_to_environment(args)
     from flows.audit import nightly_audit
 
     flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
     result = flow(storage=storage, endpoint_url=args.endpoint_url, force=args.force, fail_on=args.fail_on,
-                  preset=args.preset, max_job_bytes=args.max_job_bytes, progress=True)
+                  preset=args.preset, max_job_bytes=args.max_job_bytes, progress=True, digest=args.digest,
+                  **notify_parameters(args))
     print_audit(result)
     return int(result["exit_code"])
 
@@ -93,8 +136,9 @@ def run_serve(args: argparse.Namespace) -> int:
         print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
         return 2
     prefect_env.configure(verbose=args.verbose)
+    hand_secrets_to_environment(args)
     from flows.deployments import serve_deployments
 
     serve_deployments(storage=storage, endpoint_url=args.endpoint_url, cron=args.cron, timezone=args.timezone,
-                      fail_on=args.fail_on, preset=args.preset)
+                      fail_on=args.fail_on, preset=args.preset, **notify_parameters(args))
     return 0

@@ -22,9 +22,11 @@ POST_JOB_NAME = "on-demand"
 
 
 def build_deployments(
-    *, storage: str, endpoint_url: str | None, cron: str, timezone: str, fail_on: str, preset: str
+    *, storage: str, endpoint_url: str | None, cron: str, timezone: str, fail_on: str, preset: str,
+    **notify: Any,
 ) -> list[Any]:
-    common = {"storage": storage, "endpoint_url": endpoint_url, "fail_on": fail_on, "preset": preset}
+    """``notify``: non-secret notification parameters (notify_on, email_to, block names, report_base_url)."""
+    common = {"storage": storage, "endpoint_url": endpoint_url, "fail_on": fail_on, "preset": preset, **notify}
     nightly = nightly_audit.to_deployment(
         name=NIGHTLY_NAME,
         schedule=Cron(cron, timezone=timezone),
@@ -42,8 +44,8 @@ def build_deployments(
 
 
 def serve_deployments(
-    *, storage: str, endpoint_url: str | None, cron: str, timezone: str, fail_on: str, preset: str
+    *, storage: str, endpoint_url: str | None, cron: str, timezone: str, fail_on: str, preset: str, **notify: Any
 ) -> None:
     """Blocks, serving both deployments until interrupted."""
     serve(*build_deployments(storage=storage, endpoint_url=endpoint_url, cron=cron, timezone=timezone,
-                             fail_on=fail_on, preset=preset))
+                             fail_on=fail_on, preset=preset, **notify))

@@ -13,7 +13,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.audit import run_jobs
+from flows.audit import notify_outcomes, notify_settings, run_jobs
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.fleet import JobStatus, failed_row
 from stormwatch.jobids import InvalidJobIdError
@@ -31,6 +31,12 @@ def post_job(
     fail_on: str = "never",
     preset: str = "medium",
     max_job_bytes: int | None = None,
+    report_base_url: str | None = None,
+    notify_on: str = "critical",
+    email_to: str | None = None,
+    email_from: str | None = None,
+    slack_webhook_block: str | None = None,
+    smtp_url_block: str | None = None,
 ) -> dict[str, Any]:
     """Diagnose ``jobs/<job_id>/`` under ``storage``; returns the job's fleet row and exit code."""
     logger = get_run_logger()
@@ -42,9 +48,13 @@ def post_job(
         return {"job": row.as_json(), "exit_code": 2}
     settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
     options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset), force=force,
-                           max_bytes=max_job_bytes)
-    (row,) = run_jobs(settings, [job_id], options)
+                           max_bytes=max_job_bytes, report_base_url=report_base_url)
+    notify = notify_settings(notify_on=notify_on, digest=False, email_to=email_to, email_from=email_from,
+                             slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
+    (outcome,) = run_jobs(settings, [job_id], options)
+    row = outcome.row
     update_fleet_task(settings, row, datetime.now(UTC))
+    notifications = notify_outcomes(settings, [outcome], notify)
     exit_code = 1 if row.status is JobStatus.FAILED else (row.exit_code or 0)
     logger.info("%s: %s", job_id, row.summary or row.error)
-    return {"job": row.as_json(), "exit_code": exit_code}
+    return {"job": row.as_json(), "exit_code": exit_code, "notifications": notifications}

@@ -19,6 +19,7 @@ from prefect import task
 from stormwatch.diagnose import DiagnoseOptions, diagnose
 from stormwatch.fleet import FleetRow, JobStatus, row_from_document
 from stormwatch.modeljson import exit_code_for, input_fingerprint
+from tasks.notify import JobFinding
 from tasks.storage import (
     InputChangedError,
     Storage,
@@ -32,11 +33,29 @@ from tasks.storage import (
 
 @dataclass(frozen=True)
 class AuditOptions:
-    """How each job of an audit is handled; ``max_bytes`` caps a job's total input size."""
+    """How each job of an audit is handled; ``max_bytes`` caps a job's total input size.
+
+    ``report_base_url``: where ``reports/`` is served over http(s), for links in
+    notifications (else links are the storage's own ``s3://`` or ``file://`` URIs).
+    """
 
     diagnose: DiagnoseOptions = DiagnoseOptions()
     force: bool = False
     max_bytes: int | None = None
+    report_base_url: str | None = None
+
+    def report_link(self, storage: Storage, key: str) -> str:
+        if self.report_base_url:
+            return f"{self.report_base_url.rstrip('/')}/{key}"
+        return storage.report_uri(key)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """A job's fleet row and, when it has a model, what notifications need of it."""
+
+    row: FleetRow
+    finding: JobFinding | None = None
 
 
 @functools.lru_cache(maxsize=16)
@@ -64,21 +83,31 @@ def _unchanged(previous: dict[str, Any] | None, fingerprint: str, options: Diagn
     )
 
 
-def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> FleetRow:
+def _finding(document: dict[str, Any], link: str) -> JobFinding | None:
+    try:
+        return JobFinding.from_document(document, report_url=link)
+    except ValueError:
+        return None  # an old or damaged model.json: nothing to notify about
+
+
+def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOutcome:
     """Diagnose one job unless its inputs and options are those of its stored model.json."""
     entries = storage.job_entries(job_id)
     fingerprint = input_fingerprint(entries)
     previous = None if options.force else _previous(storage, job_id)
     report = report_html_key(job_id)
+    link = options.report_link(storage, report)
     if previous is not None and _unchanged(previous, fingerprint, options.diagnose):
         status = str(previous.get("verdict", {}).get("status", "empty"))
-        return row_from_document(previous, status=JobStatus.SKIPPED, report=report,
-                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
+        row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
+                                exit_code=exit_code_for(status, options.diagnose.fail_on))
+        return JobOutcome(row, _finding(previous, link))
     tree = storage.fetch_job(job_id, max_bytes=options.max_bytes)
     diagnosis = diagnose(tree, job_id=job_id, source_name=storage.job_source(job_id), options=options.diagnose,
                          entries=entries)
     storage.write_report(model_json_key(job_id), diagnosis.model_json(), content_type="application/json")
-    return row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report=report)
+    row = row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report=report)
+    return JobOutcome(row, _finding(diagnosis.document, link))
 
 
 def is_transient(error: BaseException | None) -> bool:
@@ -108,6 +137,6 @@ def _retry_if_transient(_task: Any, _run: Any, state: Any) -> bool:
     retry_delay_seconds=[2, 10],
     retry_condition_fn=_retry_if_transient,
 )
-def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> FleetRow:
+def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> JobOutcome:
     """Prefect task: :func:`audit_one` on the storage ``settings`` name."""
     return audit_one(storage_for(settings), job_id, options=options)
