@@ -1,0 +1,147 @@
+"""A parsed fleet.json as the fleet index's view: one row per job, plus the data its
+inline script sorts and filters by (embedded as a JSON block, never as JS source).
+
+Every string may be hostile telemetry (job ids, signals, errors): kept as plain text,
+escaped by the template. The report link is only ever a relative path into the
+reports folder, percent-encoded segment by segment (no scheme, no ``..``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from reports.fields import as_int, as_list, as_mapping
+from reports.units import NOT_AVAILABLE, format_confidence, format_iso, format_utc_ns
+from stormwatch.modeljson import format_ranks
+
+STATUSES = ("diagnosed", "skipped", "failed", "refused")
+VERDICT_ORDER = {"critical": 4, "warning": 3, "info": 2, "clean": 1, "empty": 0}
+SEVERITY_ORDER = {"critical": 3, "warning": 2, "info": 1}
+SUMMARY_KEYS = ("jobs", "diagnosed", "skipped", "failed", "refused", "clean", "info", "warning", "critical")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    index: int
+    job_id: str
+    status: str  # one of STATUSES or "other" (a CSS class)
+    verdict: str  # a VERDICT_ORDER key, "none" or "other" (a CSS class)
+    worst: str  # a SEVERITY_ORDER key or "none" (a CSS class)
+    summary: str
+    first_cause: str
+    first_cause_detail: str
+    most_severe: str
+    ranks: str
+    missing: str
+    diagnosed_at: str
+    report_href: str | None
+    error: str
+
+
+@dataclass(frozen=True)
+class FleetView:
+    generated_at: str
+    storage: str
+    counts: tuple[tuple[str, str], ...]  # (label, value)
+    rows: tuple[FleetRow, ...]
+    data: tuple[dict[str, Any], ...]  # per row, in row order: sort keys and search text for the script
+
+
+def report_href(value: Any) -> str | None:
+    """A relative link to a job's report (``job-1/report.html``), each segment percent-encoded;
+    None for anything absolute, with a scheme, or climbing out with ``..``."""
+    if not isinstance(value, str) or not value or value.startswith(("/", "\\")) or _SCHEME.match(value):
+        return None
+    segments = value.split("/")
+    if any(segment in ("", ".", "..") for segment in segments):
+        return None
+    return "/".join(quote(segment, safe="") for segment in segments)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _known(value: Any, allowed: Mapping[str, int] | tuple[str, ...]) -> str:
+    """``value`` if allowed (it becomes a CSS class), ``none`` for null, else ``other``."""
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) and value in allowed else "other"
+
+
+def _cause(item: Any) -> tuple[str, str]:
+    """``signal on rank r`` and ``severity · phase · confidence · UTC time`` of an indicator."""
+    if not isinstance(item, Mapping):
+        return "", ""
+    headline = f"{_text(item.get('signal'))} on rank {_text(item.get('rank'))}"
+    confidence = item.get("confidence")
+    parts = [
+        _text(item.get("severity")),
+        _text(item.get("phase_path")),
+        f"confidence {format_confidence(confidence)}" if isinstance(confidence, int | float) else "",
+        format_utc_ns(as_int(item.get("timestamp_ns"))) if as_int(item.get("timestamp_ns")) is not None else "",
+    ]
+    return headline, " · ".join(part for part in parts if part)
+
+
+def _row(index: int, job: Mapping[str, Any]) -> tuple[FleetRow, dict[str, Any]]:
+    status = _known(job.get("status"), STATUSES)
+    verdict = _known(job.get("verdict"), VERDICT_ORDER)
+    most_severe = job.get("most_severe") if isinstance(job.get("most_severe"), Mapping) else None
+    worst = _known(most_severe.get("severity") if most_severe else None, SEVERITY_ORDER)
+    cause, detail = _cause(job.get("earliest"))
+    severe, _ = _cause(most_severe)
+    present, expected = as_int(job.get("ranks_present")), as_int(job.get("ranks_expected"))
+    missing = [rank for rank in as_list(job.get("missing_ranks")) if as_int(rank) is not None]
+    ranks = f"{present}/{expected}" if present is not None and expected is not None else NOT_AVAILABLE
+    diagnosed_at = job.get("diagnosed_at") if isinstance(job.get("diagnosed_at"), str) else None
+    row = FleetRow(
+        index=index,
+        job_id=_text(job.get("job_id")),
+        status=status,
+        verdict=verdict,
+        worst=worst,
+        summary=_text(job.get("summary")),
+        first_cause=cause,
+        first_cause_detail=detail,
+        most_severe=severe if severe != cause else "",
+        ranks=ranks,
+        missing=format_ranks(missing),
+        diagnosed_at=format_iso(diagnosed_at),
+        report_href=report_href(job.get("report")),
+        error=_text(job.get("error")),
+    )
+    keys = {
+        "job": row.job_id.casefold(),
+        "status": STATUSES.index(status) if status in STATUSES else len(STATUSES),
+        "verdict": VERDICT_ORDER.get(verdict, -1),
+        "worst": SEVERITY_ORDER.get(worst, 0),
+        "cause": cause.casefold(),
+        "ranks": [len(missing), present if present is not None else -1],
+        "diagnosed": diagnosed_at or "",
+        "tags": [status, verdict],
+        "text": " ".join([row.job_id, status, verdict, worst, row.summary, cause, detail, severe, row.error])
+        .casefold(),
+    }
+    return row, keys
+
+
+def fleet_view(fleet: Mapping[str, Any]) -> FleetView:
+    """Rows in the pipeline's order (the script re-sorts on demand) and the summary counts."""
+    jobs = [job for job in as_list(fleet.get("jobs")) if isinstance(job, Mapping)]
+    built = [_row(index, job) for index, job in enumerate(jobs)]
+    summary = as_mapping(fleet.get("summary"))
+    counts = tuple((key, _text(summary.get(key, NOT_AVAILABLE))) for key in SUMMARY_KEYS)
+    generated = fleet.get("generated_at") if isinstance(fleet.get("generated_at"), str) else None
+    return FleetView(
+        generated_at=format_iso(generated),
+        storage=_text(fleet.get("storage")) or NOT_AVAILABLE,
+        counts=counts,
+        rows=tuple(row for row, _ in built),
+        data=tuple(keys for _, keys in built),
+    )

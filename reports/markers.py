@@ -1,0 +1,161 @@
+"""model.json timeline markers as chart marks and event-table rows.
+
+``model.markers_by_rank`` maps a rank (string key) to stormlog ``TimelineMarker``
+dicts: points (alerts, OOM, collector, lifecycle; ``end_ns`` null) and phase
+intervals. Labels and metadata are telemetry: kept as plain text here, escaped by
+the templates. ``kind``/``severity`` become CSS classes, so only known values pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from reports.fields import as_int, as_list, is_sequence, rank_key
+from reports.timelines import TimeFrame
+from reports.units import format_offset
+from stormwatch.modeljson import format_ranks
+
+KNOWN_KINDS = ("oom", "alert", "collector", "lifecycle", "phase")
+KNOWN_SEVERITIES = ("info", "warning", "critical")
+METADATA_TEXT_LIMIT = 240
+_PRIORITY = {("oom", "critical"): 6, ("alert", "critical"): 5, ("oom", "warning"): 5, ("alert", "warning"): 4,
+             ("collector", "warning"): 3}
+
+
+@dataclass(frozen=True)
+class MarkerView:
+    """A point marker of one rank; ``start_s`` seconds since job start."""
+
+    rank: int
+    start_ns: int
+    start_s: float
+    kind: str  # one of KNOWN_KINDS or "other"
+    severity: str  # one of KNOWN_SEVERITIES or "other"
+    label: str
+    metadata_text: str
+    offset: str  # "+2.000 s"
+
+    @property
+    def priority(self) -> int:
+        return _PRIORITY.get((self.kind, self.severity), 2 if self.kind in ("alert", "oom") else 1)
+
+    @property
+    def tag(self) -> str:
+        return "OOM" if self.kind == "oom" else ""
+
+    @property
+    def title(self) -> str:
+        text = f"{self.label} ({self.kind}, {self.severity}) at {self.offset} on rank {self.rank}"
+        return f"{text}; metadata {self.metadata_text}" if self.metadata_text else text
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    """A phase interval of one rank; ``depth`` 1 for a top-level phase."""
+
+    start_s: float
+    end_s: float
+    depth: int
+    title: str
+
+
+@dataclass(frozen=True)
+class RankMarks:
+    points: tuple[MarkerView, ...]
+    phases: tuple[PhaseView, ...]
+
+
+def _known(value: Any, allowed: tuple[str, ...]) -> str:
+    return value if isinstance(value, str) and value in allowed else "other"
+
+
+def metadata_text(metadata: Any) -> str:
+    """Marker metadata as compact JSON text (truncated), for display as text."""
+    if not metadata:
+        return ""
+    try:
+        text = orjson.dumps(metadata, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        text = str(metadata)
+    return text if len(text) <= METADATA_TEXT_LIMIT else text[: METADATA_TEXT_LIMIT - 1] + "…"
+
+
+def _depth(marker: Mapping[str, Any], label: str) -> int:
+    metadata = marker.get("metadata")
+    path = as_list(metadata.get("phase_path")) if isinstance(metadata, Mapping) else []
+    if path:
+        return len(path)
+    return label.count(" / ") + 1
+
+
+def rank_marks(model: Mapping[str, Any], frame: TimeFrame) -> dict[int, RankMarks]:
+    """Every rank's point markers and phases, in time order."""
+    raw = model.get("markers_by_rank")
+    out: dict[int, RankMarks] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for key, markers in raw.items():
+        rank = rank_key(key)
+        if rank is None or not is_sequence(markers):
+            continue
+        points, phases = [], []
+        for marker in markers:
+            start_ns = as_int(marker.get("start_ns")) if isinstance(marker, Mapping) else None
+            if start_ns is None:
+                continue
+            label = str(marker.get("label") or "")
+            kind = _known(marker.get("kind"), KNOWN_KINDS)
+            end_ns = as_int(marker.get("end_ns"))
+            if kind == "phase" and end_ns is not None:
+                duration = format_offset(end_ns, start_ns).lstrip("+")
+                phases.append(PhaseView(frame.seconds(start_ns), frame.seconds(end_ns), _depth(marker, label),
+                                        f"{label} from {format_offset(start_ns, frame.origin_ns)}, {duration}"))
+                continue
+            points.append(MarkerView(
+                rank=rank, start_ns=start_ns, start_s=frame.seconds(start_ns), kind=kind,
+                severity=_known(marker.get("severity"), KNOWN_SEVERITIES), label=label,
+                metadata_text=metadata_text(marker.get("metadata")), offset=format_offset(start_ns, frame.origin_ns),
+            ))
+        out[rank] = RankMarks(tuple(sorted(points, key=lambda m: m.start_ns)),
+                              tuple(sorted(phases, key=lambda p: p.start_s)))
+    return out
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One row of the events table: a point marker, with every rank it was seen on."""
+
+    offset: str
+    ranks: str
+    kind: str
+    severity: str
+    label: str
+    metadata_text: str
+
+
+def event_rows(
+    marks: Mapping[int, RankMarks], *, origin_ns: int | None, limit: int
+) -> tuple[tuple[EventRow, ...], int]:
+    """Alert, OOM and collector markers of all ranks (lifecycle left out), time order, at most
+    ``limit`` rows (the most important first when over it), and how many were left out."""
+    grouped: dict[tuple[int, str, str, str, str], list[int]] = {}
+    for rank, marks_of_rank in marks.items():
+        for point in marks_of_rank.points:
+            if point.kind == "lifecycle":
+                continue
+            key = (point.start_ns, point.kind, point.severity, point.label, point.metadata_text)
+            grouped.setdefault(key, []).append(rank)
+    items = sorted(grouped.items(), key=lambda item: item[0][0])
+    omitted = max(0, len(items) - limit)
+    if omitted:
+        kept = sorted(items, key=lambda item: (-_PRIORITY.get((item[0][1], item[0][2]), 0), item[0][0]))[:limit]
+        items = sorted(kept, key=lambda item: item[0][0])
+    rows = tuple(
+        EventRow(format_offset(key[0], origin_ns), format_ranks(ranks), key[1], key[2], key[3], key[4])
+        for key, ranks in items
+    )
+    return rows, omitted

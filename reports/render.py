@@ -1,0 +1,88 @@
+"""Render a job report and the fleet index as self-contained HTML strings.
+
+jinja2 with autoescape on for every template; telemetry is never marked safe.
+Only our own static CSS and script (files next to the templates) and the JSON
+data block are inserted as markup: the CSS/script verbatim, the JSON with
+``<``, ``>``, ``&``, U+2028 and U+2029 escaped so no string can end the block.
+A Content-Security-Policy allows exactly that CSS and script (by hash), data:
+images (the favicon) and nothing else: the page makes no request of any kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import orjson
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from reports.fleetview import fleet_view
+from reports.jobview import job_view
+
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+@cache
+def environment() -> Environment:
+    """The one jinja2 environment: templates from ``reports/templates``, autoescape on for all."""
+    return Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@cache
+def _asset(name: str) -> str:
+    return files("reports").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _digest(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def content_security_policy(*, style: str, script: str | None) -> str:
+    """Nothing may load; only this exact inline style and script may apply/run."""
+    script_source = _digest(script) if script is not None else "'none'"
+    return (
+        f"default-src 'none'; img-src data:; style-src {_digest(style)}; script-src {script_source}; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
+def script_json(value: Any) -> Markup:
+    """``value`` as JSON safe inside ``<script type="application/json">``: no ``<``, ``>``,
+    ``&`` or line separators left raw, so no string in it can close the element."""
+    text = orjson.dumps(value, default=str).decode("utf-8")
+    for raw, escaped in _JSON_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return Markup(text)  # escaped above; JSON block, never executed
+
+
+def _page(template: str, *, script_name: str | None, **context: Any) -> str:
+    style = _asset("report.css")
+    script = _asset(script_name) if script_name else None
+    return environment().get_template(template).render(
+        css=Markup(style),  # our own static stylesheet
+        script=Markup(script) if script is not None else None,  # our own static script
+        csp=content_security_policy(style=style, script=script),
+        **context,
+    )
+
+
+def render_job(document: Mapping[str, Any]) -> str:
+    """The report page of one job, from its parsed model.json (any verdict, ``empty`` included)."""
+    return _page("job.html.j2", script_name=None, job=job_view(document))
+
+
+def render_index(fleet: Mapping[str, Any]) -> str:
+    """The fleet index page, from the parsed fleet.json."""
+    view = fleet_view(fleet)
+    return _page("index.html.j2", script_name="index.js", fleet=view, data=script_json(list(view.data)))
