@@ -1,21 +1,25 @@
 """``nightly-audit``: diagnose every changed job under a storage root, then publish the fleet.
 
 Steps: list jobs (refused ids are recorded, never touched); one ``diagnose-job``
-task per job, in parallel on the flow's task runner (threads by default, a
-Dask cluster when asked); fleet.json, fleet.parquet and the index page; a
-link artifact per published report; notifications for critical first causes.
+task per job (model.json and report.html), in parallel on the flow's task
+runner (threads by default, a Dask cluster when asked); fleet.json,
+fleet.parquet and index.html; a link artifact per published report;
+notifications for critical first causes.
 A job that fails is recorded as failed with its error; the others go on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_link_artifact
 from prefect.futures import PrefectFuture, as_completed
 
 from stormwatch.diagnose import DiagnoseOptions
@@ -25,7 +29,7 @@ from tasks.diagnose import AuditOptions, JobOutcome, diagnose_job, storage_for
 from tasks.notify import NotifySettings
 from tasks.notify_step import notify_task
 from tasks.publish import publish_fleet_task
-from tasks.storage import JobListing, StorageSettings
+from tasks.storage import INDEX_HTML_KEY, JobListing, StorageSettings
 
 PROGRESS_MIN_JOBS = 4
 
@@ -104,6 +108,26 @@ def notify_outcomes(
     return dict(result)
 
 
+def artifact_key(job_id: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", job_id.lower()).strip("-")[:60] or "job"
+    digest = hashlib.sha1(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"report-{cleaned}-{digest}"
+
+
+def link_reports(settings: StorageSettings, rows: Sequence[FleetRow], options: AuditOptions) -> int:
+    """A Prefect link artifact for the index and each report published in this run."""
+    storage = storage_for(settings)
+    create_link_artifact(link=options.report_link(storage, INDEX_HTML_KEY), link_text="fleet index",
+                         key="stormwatch-fleet-index", description="stormwatch fleet index")
+    published = [row for row in rows if row.status is JobStatus.DIAGNOSED and row.report]
+    for row in published:
+        text = re.sub(r"[\[\]()<>`*_]", "", row.job_id)[:120] or "report"
+        create_link_artifact(link=options.report_link(storage, str(row.report)), link_text=text,
+                             key=artifact_key(row.job_id), description=f"{row.verdict} - stormwatch report")
+    return len(published)
+
+
 def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]:
     """What the flow returns: fleet counts, the worst exit code, jobs needing attention."""
     exit_code = max((row.exit_code or 0 for row in rows if row.exit_code in (0, EXIT_FINDINGS)), default=0)
@@ -146,7 +170,9 @@ def nightly_audit(
     rows = [outcome.row for outcome in outcomes]
     rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in listing.refused]
     fleet = publish_fleet_task(settings, rows, datetime.now(UTC))
+    link_reports(settings, rows, options)
     result = summarise(rows, fleet)
+    result["index"] = options.report_link(storage_for(settings), INDEX_HTML_KEY)
     result["notifications"] = notify_outcomes(settings, outcomes, notify)
     logger.info("audit done: %s", result["summary"])
     return result

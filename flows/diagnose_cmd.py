@@ -1,8 +1,8 @@
 """``stormwatch diagnose``: one job, locally, with no Prefect import.
 
-Writes ``OUT/model.json`` (and ``OUT/report.html`` when the report renderer is
-installed), prints a short summary and returns the documented exit code:
-0 clean, 3 findings at or above ``--fail-on``, 2 usage, 5 nothing loadable.
+Writes ``OUT/model.json`` and ``OUT/report.html`` (self-contained), prints a
+short summary and returns the documented exit code: 0 clean, 3 findings at or
+above ``--fail-on``, 2 usage, 5 nothing loadable.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from reports.render import render_job
 from stormwatch import SessionNotFoundError
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.diagnose import DiagnoseOptions, Diagnosis, default_job_id, diagnose
@@ -123,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(args.out) if args.out else Path("stormwatch-out") / job_id
-    written = [out / "model.json"]
+    written = [out / "model.json", out / "report.html"]
     _write_atomically(written[0], diagnosis.model_json())
+    _write_atomically(written[1], render_job(diagnosis.document).encode("utf-8"))
     for line in summary_lines(diagnosis, written):
         print(line)
     return diagnosis.verdict.exit_code

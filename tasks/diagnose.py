@@ -16,6 +16,7 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 from prefect import task
 
+from reports.render import render_job
 from stormwatch.diagnose import DiagnoseOptions, diagnose
 from stormwatch.fleet import FleetRow, JobStatus, row_from_document
 from stormwatch.modeljson import exit_code_for, input_fingerprint
@@ -29,6 +30,8 @@ from tasks.storage import (
     open_storage,
     report_html_key,
 )
+
+HTML = "text/html; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
     diagnosis = diagnose(tree, job_id=job_id, source_name=storage.job_source(job_id), options=options.diagnose,
                          entries=entries)
     storage.write_report(model_json_key(job_id), diagnosis.model_json(), content_type="application/json")
+    storage.write_report(report, render_job(diagnosis.document).encode("utf-8"), content_type=HTML)
     row = row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report=report)
     return JobOutcome(row, _finding(diagnosis.document, link))
 

@@ -1,4 +1,4 @@
-"""Publishing the fleet summary: fleet.json, fleet.parquet (a row per rank) and the index page.
+"""Publishing the fleet summary: fleet.json, fleet.parquet (a row per rank) and index.html.
 
 Each file is written whole (S3 PUT, or temp file + rename locally), so a
 reader sees either the previous version or the new one. Retried with back-off:
@@ -15,9 +15,10 @@ import orjson
 import pandas as pd
 from prefect import task
 
+from reports.render import render_index
 from stormwatch.fleet import FleetRow, fleet_document, merge_rank_tables, rank_table
-from tasks.diagnose import storage_for
-from tasks.storage import FLEET_JSON_KEY, FLEET_PARQUET_KEY, Storage, StorageSettings
+from tasks.diagnose import HTML, storage_for
+from tasks.storage import FLEET_JSON_KEY, FLEET_PARQUET_KEY, INDEX_HTML_KEY, Storage, StorageSettings
 
 
 def parquet_bytes(table: pd.DataFrame) -> bytes:
@@ -35,6 +36,7 @@ def publish_fleet(
                          content_type="application/json")
     storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(rank_table(rows)),
                          content_type="application/vnd.apache.parquet")
+    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
     return document
 
 
@@ -49,6 +51,7 @@ def update_fleet(storage: Storage, row: FleetRow, *, generated_at: datetime, sto
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
                          content_type="application/json")
     storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(table), content_type="application/vnd.apache.parquet")
+    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
     return document
 
 

@@ -62,7 +62,10 @@ def test_audit_diagnoses_skips_unchanged_and_never_touches_inputs(backend: Backe
     }
     keys = backend.stored_keys()
     assert {"reports/critical-job/model.json", "reports/clean-job/model.json", "reports/fleet.json",
-            "reports/fleet.parquet"} <= keys
+            "reports/fleet.parquet", "reports/index.html", "reports/critical-job/report.html",
+            "reports/clean-job/report.html"} <= keys
+    index = (backend.get("reports/index.html") or b"").decode()
+    assert 'href="critical-job/report.html"' in index and "bad%2fid" in index
     assert not any("bad" in key for key in keys if key.startswith("reports/"))  # nothing for a refused id
     model = orjson.loads(backend.get("reports/critical-job/model.json") or b"")
     assert model["verdict"]["status"] == "critical" and model["model"]["present_ranks"] == [0, 1]
@@ -122,3 +125,22 @@ def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
     refused = post_job(job_id="../escape", storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url)
     assert refused["exit_code"] == 2 and refused["job"]["status"] == "refused"
     assert backend.stored_keys() == keys  # nothing written for a refused id
+
+
+def test_link_artifacts_for_published_reports(tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.audit import artifact_key
+
+    root = tmp_path / "fleet"
+    b.write_multi_rank_job(root / "jobs" / "Train_42", world_size=2, alerts=b.DEFAULT_ALERTS)
+    result = nightly_audit(storage=str(root), report_base_url="https://reports.example.com/r")
+    assert result["index"] == "https://reports.example.com/r/index.html"
+    key = artifact_key("Train_42")
+    assert key.startswith("report-train-42-")
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                                            limit=1)
+    assert artifact.type == "markdown"  # Prefect stores a link artifact as markdown
+    assert "https://reports.example.com/r/Train_42/report.html" in str(artifact.data)

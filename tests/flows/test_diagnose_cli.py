@@ -76,7 +76,9 @@ def test_summary_and_model_json(job: Path, tmp_path: Path, capsys) -> None:
     assert "alert:warning | warning | +2.000 s" in lines[1]
     assert "most severe" in lines[2] and "alert:critical | critical | +3.500 s | phase train" in lines[2]
     assert "3/4 present, missing 2" in lines[3]
-    assert lines[-1].endswith(str(tmp_path / "model.json"))
+    assert lines[-2].endswith(str(tmp_path / "model.json")) and lines[-1].endswith(str(tmp_path / "report.html"))
+    page = (tmp_path / "report.html").read_text()
+    assert page.lower().startswith("<!doctype html>") and "train-42" in page
 
     document = orjson.loads((tmp_path / "model.json").read_bytes())
     assert document["schema_version"] == 1
