@@ -71,9 +71,10 @@ def _rank_records(
     total = 80 * GIB
     out = [_record(job, rank, world, 0, event_type="start", allocated=0, reserved=0, used=0, total=total)]
     for i in range(1, samples + 1):
-        allocated = 20 * GIB + (i % 10) * (64 << 20) + i * drift_bytes
+        allocated = 20 * GIB + (i % 10) * (64 << 20)
         reserved = allocated + 2 * GIB
-        used = reserved + (6 * GIB if spike_at is not None and abs(i - spike_at) < 3 else 256 << 20)
+        hidden = 6 * GIB if spike_at is not None and abs(i - spike_at) < 3 else 256 << 20
+        used = reserved + hidden + i * drift_bytes  # drift: memory leaking outside the allocator
         context = "nccl all_reduce" if spike_at is not None and abs(i - spike_at) < 3 else "train_step"
         out.append(
             _record(
