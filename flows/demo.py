@@ -109,9 +109,16 @@ def _rank_records(
     return out
 
 
-def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+def _write(path: Path, data: bytes) -> None:
+    """Write unless the file already holds exactly ``data`` (a rerun leaves inputs, and mtimes, alone)."""
+    if path.is_file() and path.read_bytes() == data:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    path.write_bytes(data)
+
+
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    _write(path, b"".join(orjson.dumps(r) + b"\n" for r in records))
 
 
 def write_demo_fleet(root: Path, *, samples: int = 400) -> list[str]:
@@ -137,13 +144,10 @@ def write_demo_fleet(root: Path, *, samples: int = 400) -> list[str]:
         {"timestamp": 1_700_000_000.0 + i * 0.5, "memory_allocated": GIB + i * (1 << 20), "device": "cpu"}
         for i in range(50)
     ]
-    (jobs / "legacy" / "tracker_events.json").parent.mkdir(parents=True, exist_ok=True)
-    (jobs / "legacy" / "tracker_events.json").write_bytes(orjson.dumps(legacy))
+    _write(jobs / "legacy" / "tracker_events.json", orjson.dumps(legacy))
     broken = _rank_records("broken-artifact", 0, 2, samples)
     _jsonl(jobs / "broken-artifact" / "rank_0" / "telemetry.jsonl", broken)
-    damaged = jobs / "broken-artifact" / "rank_1" / "telemetry.jsonl"
-    _jsonl(damaged, _rank_records("broken-artifact", 1, 2, samples))
-    lines = damaged.read_bytes().split(b"\n")
+    lines = [orjson.dumps(r) for r in _rank_records("broken-artifact", 1, 2, samples)]
     lines[10] = b'{"schema_version": 3, "timestamp_ns": oops'
-    damaged.write_bytes(b"\n".join(lines))
+    _write(jobs / "broken-artifact" / "rank_1" / "telemetry.jsonl", b"\n".join(lines) + b"\n")
     return sorted(p.name for p in jobs.iterdir())
