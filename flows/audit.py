@@ -23,9 +23,10 @@ from prefect.artifacts import create_link_artifact
 from prefect.futures import PrefectFuture, as_completed
 
 from stormwatch.diagnose import DiagnoseOptions
-from stormwatch.fleet import FleetRow, JobStatus, failed_row
+from stormwatch.fleet import FleetRow, JobStatus, failed_row, fleet_document
 from stormwatch.modeljson import EXIT_FINDINGS
 from tasks.diagnose import AuditOptions, JobOutcome, diagnose_job, storage_for
+from tasks.lease import AUDIT_LEASE, acquire, default_owner, holder
 from tasks.notify import NotifySettings
 from tasks.notify_step import notify_task
 from tasks.publish import publish_fleet_task
@@ -164,15 +165,28 @@ def nightly_audit(
                            max_bytes=max_job_bytes, report_base_url=report_base_url)
     notify = notify_settings(notify_on=notify_on, digest=digest, email_to=email_to, email_from=email_from,
                              slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
-    listing = list_jobs(settings)
-    logger.info("%d jobs to audit, %d refused ids", len(listing.job_ids), len(listing.refused))
-    outcomes = run_jobs(settings, listing.job_ids, options, progress=progress)
-    rows = [outcome.row for outcome in outcomes]
-    rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in listing.refused]
-    fleet = publish_fleet_task(settings, rows, datetime.now(UTC))
-    link_reports(settings, rows, options)
-    result = summarise(rows, fleet)
-    result["index"] = options.report_link(storage_for(settings), INDEX_HTML_KEY)
-    result["notifications"] = notify_outcomes(settings, outcomes, notify)
+    lease = acquire(storage_for(settings), name=AUDIT_LEASE, owner=default_owner("nightly-audit"))
+    if lease is None:  # another audit is at work on this storage: do nothing, never wait
+        busy = holder(storage_for(settings), name=AUDIT_LEASE)
+        message = f"another audit holds the lease {busy.describe() if busy else '(released just now)'}"
+        logger.warning("not auditing: %s", message)
+        result = summarise([], fleet_document([], generated_at=datetime.now(UTC), storage=storage))
+        return {**result, "lease": message}
+    try:
+        with lease.kept_alive():
+            listing = list_jobs(settings)
+            logger.info("%d jobs to audit, %d refused ids", len(listing.job_ids), len(listing.refused))
+            outcomes = run_jobs(settings, listing.job_ids, options, progress=progress)
+            rows = [outcome.row for outcome in outcomes]
+            rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in listing.refused]
+            lease.renew()  # still ours before writing fleet-wide outputs (raises LeaseLostError if not)
+            fleet = publish_fleet_task(settings, rows, datetime.now(UTC))
+            link_reports(settings, rows, options)
+            result = summarise(rows, fleet)
+            result["index"] = options.report_link(storage_for(settings), INDEX_HTML_KEY)
+            lease.renew()  # and before notifying: a lost lease must never send twice
+            result["notifications"] = notify_outcomes(settings, outcomes, notify)
+    finally:
+        lease.release()
     logger.info("audit done: %s", result["summary"])
     return result

@@ -17,7 +17,8 @@ from flows.audit import notify_outcomes, notify_settings, run_jobs
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.fleet import JobStatus, failed_row
 from stormwatch.jobids import InvalidJobIdError
-from tasks.diagnose import AuditOptions
+from tasks.diagnose import AuditOptions, storage_for
+from tasks.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
 from tasks.publish import update_fleet_task
 from tasks.storage import StorageSettings, check_job_id
 
@@ -37,8 +38,12 @@ def post_job(
     email_from: str | None = None,
     slack_webhook_block: str | None = None,
     smtp_url_block: str | None = None,
+    lease_wait_s: float = 60.0,
 ) -> dict[str, Any]:
-    """Diagnose ``jobs/<job_id>/`` under ``storage``; returns the job's fleet row and exit code."""
+    """Diagnose ``jobs/<job_id>/`` under ``storage``; returns the job's fleet row and exit code.
+
+    Runs under the storage's audit lease, waiting up to ``lease_wait_s`` seconds for it; when
+    another audit still holds it then, nothing is read or written and the exit code is 1."""
     logger = get_run_logger()
     try:
         check_job_id(job_id)
@@ -51,10 +56,25 @@ def post_job(
                            max_bytes=max_job_bytes, report_base_url=report_base_url)
     notify = notify_settings(notify_on=notify_on, digest=False, email_to=email_to, email_from=email_from,
                              slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
-    (outcome,) = run_jobs(settings, [job_id], options)
-    row = outcome.row
-    update_fleet_task(settings, row, datetime.now(UTC))
-    notifications = notify_outcomes(settings, [outcome], notify)
+    lease = acquire_waiting(storage_for(settings), name=AUDIT_LEASE, owner=default_owner(f"post-job {job_id}"),
+                            wait_s=lease_wait_s)
+    if lease is None:
+        busy = holder(storage_for(settings), name=AUDIT_LEASE)
+        message = (f"not diagnosed after waiting {lease_wait_s:g} s: another audit holds the lease "
+                   f"{busy.describe() if busy else '(released just now)'}; the next audit diagnoses it")
+        logger.warning("%s: %s", job_id, message)
+        row = failed_row(job_id, status=JobStatus.FAILED, error=message)
+        return {"job": row.as_json(), "exit_code": 1, "lease": message}
+    try:
+        with lease.kept_alive():
+            (outcome,) = run_jobs(settings, [job_id], options)
+            row = outcome.row
+            lease.renew()
+            update_fleet_task(settings, row, datetime.now(UTC))
+            lease.renew()
+            notifications = notify_outcomes(settings, [outcome], notify)
+    finally:
+        lease.release()
     exit_code = 1 if row.status is JobStatus.FAILED else (row.exit_code or 0)
     logger.info("%s: %s", job_id, row.summary or row.error)
     return {"job": row.as_json(), "exit_code": exit_code, "notifications": notifications}

@@ -5,15 +5,23 @@ folder, every input file and every report path are resolved again when used and
 must stay inside their folder (so inside the root), whatever symbolic links say.
 Report writes are atomic: a temporary file in the target's folder, flushed and
 fsynced, then ``os.replace``; a reader sees the old bytes or the new, never a mix.
+Conditional writes (for leases): a report's version is a digest of its bytes; an
+exclusive create hard-links a complete temporary file into place (``os.link`` fails
+when the name exists, so no reader ever sees a partial object); compare-and-replace
+and compare-and-delete hold an exclusive ``flock`` on the report's folder while they
+compare and act (released by the kernel if the process dies).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from stormwatch.tree import Entry
@@ -32,6 +40,22 @@ from tasks.storage import (
 log = logging.getLogger(__name__)
 
 _REPORT_MODE = 0o644
+
+
+def content_version(data: bytes) -> str:
+    """A local report's version: the first 32 hex digits of the SHA-256 of its bytes."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+@contextmanager
+def _folder_locked(folder: Path) -> Iterator[None]:
+    """An exclusive advisory lock on a folder, between processes and between threads (one open file each)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def _inside(path: Path, boundary: Path) -> bool:
@@ -180,21 +204,70 @@ class LocalStorage:
                 raise StorageError(f"report folder {candidate} resolves outside the reports folder")
         return folder
 
-    def write_report(self, key: str, data: bytes, *, content_type: str) -> None:
-        """Atomic replace of ``reports/<key>``; ``content_type`` has no local meaning."""
-        parts = check_report_key(key)
-        folder = self._report_folder(parts[:-1])
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{parts[-1]}.", suffix=".tmp")
+    def _temporary(self, folder: Path, name: str, data: bytes) -> str:
+        """A complete, fsynced temporary copy of ``data`` next to ``name``; removed if writing fails."""
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(temp, _REPORT_MODE)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        return temp
+
+    def write_report(self, key: str, data: bytes, *, content_type: str) -> None:
+        """Atomic replace of ``reports/<key>``; ``content_type`` has no local meaning."""
+        parts = check_report_key(key)
+        folder = self._report_folder(parts[:-1])
+        temp = self._temporary(folder, parts[-1], data)
+        try:
             os.replace(temp, folder / parts[-1])
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+    def read_report_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """A report's bytes and version (:func:`content_version`), ``None`` when absent."""
+        data = self.read_report(key)
+        return None if data is None else (data, content_version(data))
+
+    def create_report_exclusive(self, key: str, data: bytes, *, content_type: str) -> str | None:
+        """Create ``reports/<key>`` whole unless it exists: its version, or ``None`` when it existed."""
+        parts = check_report_key(key)
+        folder = self._report_folder(parts[:-1])
+        temp = self._temporary(folder, parts[-1], data)
+        try:
+            os.link(temp, folder / parts[-1])
+        except FileExistsError:
+            return None
+        finally:
+            Path(temp).unlink(missing_ok=True)
+        return content_version(data)
+
+    def replace_report_if(self, key: str, data: bytes, *, version: str, content_type: str) -> str | None:
+        """Replace ``reports/<key>`` whole if its version is ``version``: the new version, else ``None``."""
+        parts = check_report_key(key)
+        folder = self._report_folder(parts[:-1])
+        with _folder_locked(folder):
+            current = self.read_report_versioned(key)
+            if current is None or current[1] != version:
+                return None
+            self.write_report(key, data, content_type=content_type)
+        return content_version(data)
+
+    def delete_report_if(self, key: str, *, version: str) -> bool:
+        """Remove ``reports/<key>`` if its version is ``version``; ``False`` when it changed or is gone."""
+        parts = check_report_key(key)
+        folder = self._report_folder(parts[:-1])
+        with _folder_locked(folder):
+            current = self.read_report_versioned(key)
+            if current is None or current[1] != version:
+                return False
+            (folder / parts[-1]).unlink()
+        return True
 
     def report_uri(self, key: str) -> str:
         return self._report_path(key).as_uri()

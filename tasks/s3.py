@@ -3,8 +3,11 @@
 Credentials come from boto3's standard chain. The client is created lazily, once
 per storage object, from its own boto3 session (the default session is not safe
 to share between threads; the client is). Retries: botocore's "adaptive" mode
-with ``max_attempts`` requests in total per call. The object is picklable (the
-client is dropped and rebuilt), so it can cross to Dask workers.
+with ``max_attempts`` requests in total per call; botocore retries a request, not
+the reading of its body, so a GET body that arrives short or fails its checksum is
+fetched again here (up to ``max_attempts`` GETs) and partial bytes are never returned.
+Conditional writes (``If-None-Match: *``, ``If-Match: <ETag>``) serve leases. The
+object is picklable (the client is dropped and rebuilt), so it can cross to Dask workers.
 
 Keys: ``<prefix>/<jobs_prefix>/<job_id>/<key>``, ``/``-separated. An input key with
 an empty, ``.`` or ``..`` segment is skipped with a warning: it has no safe
@@ -20,7 +23,13 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    ClientError,
+    FlexibleChecksumError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
 
 from stormwatch.tree import Entry, MemoryTree
 from tasks.storage import (
@@ -38,6 +47,10 @@ from tasks.storage import (
 log = logging.getLogger(__name__)
 
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+_CONFLICT_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
+# A body cut short or damaged after its headers arrived: botocore retries requests, not the reading of
+# their bodies, so these are read again here (StreamingBody checks length and checksum; raw urllib3 does not).
+_BODY_ERRORS = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, FlexibleChecksumError)
 
 
 def _error_code(error: ClientError) -> str:
@@ -123,16 +136,33 @@ class S3Storage:
             raise JobNotFoundError(f"no objects under {self._uri(base)}")
         return sorted(found, key=lambda entry: entry.key)
 
+    def _get_bytes(self, key: str, **conditions: str) -> tuple[bytes, str]:
+        """An object's whole body and ETag; a body that arrives short or damaged is fetched again,
+        up to ``max_attempts`` GETs, then the error is raised (never partial bytes)."""
+        for attempt in range(1, self.settings.max_attempts + 1):
+            response = self.client.get_object(Bucket=self.bucket, Key=key, **conditions)
+            body = response["Body"]  # read through botocore's StreamingBody, never its raw stream
+            try:
+                data: bytes = body.read()
+            except _BODY_ERRORS as error:
+                if attempt == self.settings.max_attempts:
+                    raise
+                log.warning("reading %s again (%d/%d): %s", self._uri(key), attempt, self.settings.max_attempts,
+                            type(error).__name__)
+                continue
+            finally:
+                body.close()
+            return data, str(response["ETag"]).strip('"')
+        raise AssertionError("unreachable: max_attempts >= 1")
+
     def _get_input(self, base: str, entry: Entry) -> bytes:
         key = base + entry.key
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key, IfMatch=f'"{entry.version}"')
+            data, _ = self._get_bytes(key, IfMatch=f'"{entry.version}"')
         except ClientError as error:
             if _error_code(error) in _MISSING_CODES | {"PreconditionFailed", "412"}:
                 raise InputChangedError(f"{self._uri(key)} changed or vanished since it was listed") from error
             raise
-        with response["Body"] as body:
-            data: bytes = body.read()
         if len(data) != entry.size_bytes:
             raise InputChangedError(f"{self._uri(key)}: read {len(data)} bytes, listed {entry.size_bytes}")
         return data
@@ -169,20 +199,49 @@ class S3Storage:
         return self._key(*self.settings.reports_parts, *check_report_key(key))
 
     def read_report(self, key: str) -> bytes | None:
-        full = self._report_key(key)
+        found = self.read_report_versioned(key)
+        return None if found is None else found[0]
+
+    def read_report_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """A report object's bytes and ETag (its version), ``None`` when absent."""
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=full)
+            return self._get_bytes(self._report_key(key))
         except ClientError as error:
             if _error_code(error) in _MISSING_CODES:
                 return None
             raise
-        with response["Body"] as body:
-            data: bytes = body.read()
-        return data
 
     def write_report(self, key: str, data: bytes, *, content_type: str) -> None:
         """One PUT: S3 replaces an object atomically."""
         self.client.put_object(Bucket=self.bucket, Key=self._report_key(key), Body=data, ContentType=content_type)
+
+    def _put_if(self, key: str, data: bytes, *, content_type: str, **condition: str) -> str | None:
+        try:
+            response = self.client.put_object(Bucket=self.bucket, Key=self._report_key(key), Body=data,
+                                              ContentType=content_type, **condition)
+        except ClientError as error:
+            if _error_code(error) in _CONFLICT_CODES | _MISSING_CODES:
+                return None
+            raise
+        return str(response["ETag"]).strip('"')
+
+    def create_report_exclusive(self, key: str, data: bytes, *, content_type: str) -> str | None:
+        """PUT with ``If-None-Match: *``: the new ETag, or ``None`` when the object exists."""
+        return self._put_if(key, data, content_type=content_type, IfNoneMatch="*")
+
+    def replace_report_if(self, key: str, data: bytes, *, version: str, content_type: str) -> str | None:
+        """PUT with ``If-Match: <version>``: the new ETag, or ``None`` when the object changed or is gone."""
+        return self._put_if(key, data, content_type=content_type, IfMatch=f'"{version}"')
+
+    def delete_report_if(self, key: str, *, version: str) -> bool:
+        """DELETE with ``If-Match: <version>``; ``False`` when the object changed or is gone."""
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._report_key(key), IfMatch=f'"{version}"')
+        except ClientError as error:
+            if _error_code(error) in _CONFLICT_CODES | _MISSING_CODES:
+                return False
+            raise
+        return True
 
     def report_uri(self, key: str) -> str:
         return self._uri(self._report_key(key))

@@ -6,6 +6,7 @@ Layout under the root (prefixes configurable, see :class:`StorageSettings`)::
     <reports_prefix>/<job_id>/model.json
     <reports_prefix>/<job_id>/report.html
     <reports_prefix>/index.html, fleet.json, fleet.parquet, notifications.jsonl
+    <reports_prefix>/.locks/<name>.json  leases (see tasks.lease)
 
 Report keys given to :class:`Storage` are relative to the reports prefix
 (``"job-1/model.json"``, ``"index.html"``), so a caller cannot name anything
@@ -31,6 +32,7 @@ FLEET_JSON_KEY = "fleet.json"
 FLEET_PARQUET_KEY = "fleet.parquet"
 NOTIFICATIONS_KEY = "notifications.jsonl"
 FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY})
+LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (tasks.lease), never a job id
 
 StorageScheme = Literal["file", "s3"]
 
@@ -142,6 +144,8 @@ def job_problem(raw: str) -> str | None:
     problem = segment_problem(raw)
     if problem is None and raw in FLEET_REPORT_KEYS:
         problem = "collides with a fleet report file name"
+    elif problem is None and raw == LOCKS_FOLDER:
+        problem = "collides with the reports' lease folder name"
     return problem
 
 
@@ -240,6 +244,25 @@ class Storage(Protocol):
 
     def write_report(self, key: str, data: bytes, *, content_type: str) -> None:
         """Replace a report object whole (readers see the old or the new bytes, never a mix)."""
+        ...
+
+    # Conditional operations (leases). A version is an opaque string: the ETag on S3, a digest
+    # of the bytes locally. Each is atomic with respect to the others on the same key.
+
+    def read_report_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """A report object's bytes and version, ``None`` when absent."""
+        ...
+
+    def create_report_exclusive(self, key: str, data: bytes, *, content_type: str) -> str | None:
+        """Create a report object whole unless one exists: its version, or ``None`` when it existed."""
+        ...
+
+    def replace_report_if(self, key: str, data: bytes, *, version: str, content_type: str) -> str | None:
+        """Replace a report object whole if its version is ``version``: the new version, else ``None``."""
+        ...
+
+    def delete_report_if(self, key: str, *, version: str) -> bool:
+        """Remove a report object if its version is ``version``; ``False`` when it changed or is gone."""
         ...
 
     def report_uri(self, key: str) -> str:
