@@ -4,7 +4,9 @@ Steps: list jobs (refused ids are recorded, never touched); one ``diagnose-job``
 task per job (model.json and report.html), in parallel on the flow's task
 runner (threads by default, a Dask cluster when asked); fleet.json,
 fleet.parquet and index.html; a link artifact per published report;
-notifications for critical first causes.
+notifications for critical first causes. The whole run holds the storage's
+audit lease (:mod:`tasks.lease`): a second audit started meanwhile returns at
+once, so outputs are never written, nor notifications sent, twice.
 A job that fails is recorded as failed with its error; the others go on.
 """
 

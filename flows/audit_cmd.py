@@ -73,6 +73,9 @@ def task_runner(workers: int, dask_address: str | None) -> Any:
 
 
 def print_audit(result: dict[str, Any]) -> None:
+    if result.get("lease"):
+        print(f"nothing done: {result['lease']}")
+        return
     summary = result["summary"]
     print(f"audited {summary['jobs']} jobs: {summary['diagnosed']} diagnosed, {summary['skipped']} unchanged, "
           f"{summary['failed']} failed, {summary['refused']} refused")
