@@ -37,7 +37,11 @@ from stormwatch.sessions import (
 from stormwatch.tree import ArtifactTree, LocalTree
 from stormwatch.units import UnitResult, load_unit, needs_allocator, register_ranks
 
-_WORKERS = min(4, os.cpu_count() or 1)
+#: Units parsed at once. Arrow parses each on its own thread pool (one thread per
+#: core) without the GIL, so more units than cores are in flight: while one unit's
+#: Python post-processing holds the GIL, Arrow keeps every core busy with the
+#: blocks of the others. Memory grows with this (each holds its bytes and table).
+_WORKERS = min(8, 2 * (os.cpu_count() or 1))
 
 
 class SessionNotFoundError(ValueError):
@@ -69,22 +73,26 @@ class _State:
     allocator: RankAllocator
 
 
-def _load_units(state: _State, tree: ArtifactTree, units: Sequence[Unit]) -> Iterator[UnitResult]:
-    """Results in unit order. Units that cannot need a free rank are parsed ahead on
+def _load_units(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]]) -> Iterator[UnitResult]:
+    """Results in input order. Units that cannot need a free rank are parsed ahead on
     threads (Arrow and numpy release the GIL); bundles wait for every earlier
     unit's ranks to be registered, as stormlog's sequential loader would."""
-    independent = [u for u in units if not needs_allocator(u)]
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-        ahead = dict(zip(independent, pool.map(lambda u: load_unit(tree, u, allocator=None), independent), strict=True))
-        for unit in units:
-            result = ahead[unit] if unit in ahead else load_unit(tree, unit, allocator=state.allocator)
+        ahead = {
+            index: pool.submit(load_unit, tree, unit, allocator=None)
+            for index, (tree, unit) in enumerate(inputs)
+            if not needs_allocator(unit)
+        }
+        for index, (tree, unit) in enumerate(inputs):
+            future = ahead.get(index)
+            result = future.result() if future is not None else load_unit(tree, unit, allocator=state.allocator)
             register_ranks(result.parts, state.allocator)
             yield result
 
 
-def _single_inputs(state: _State, tree: ArtifactTree, units: Sequence[Unit]) -> None:
+def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]]) -> None:
     """Each unit as its own input (an explicit file, or an artifact of a job folder)."""
-    for result in _load_units(state, tree, units):
+    for result in _load_units(state, inputs):
         state.warnings.extend(result.warnings)
         if result.legacy_flat:
             state.legacy.extend(result.parts)
@@ -98,7 +106,7 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
     """A folder among several paths: its artifacts merge into its own sessions."""
     inner = Accumulator()
     legacy: list[SessionPart] = []
-    for result in _load_units(state, tree, discover(tree)):
+    for result in _load_units(state, [(tree, unit) for unit in discover(tree)]):
         state.warnings.extend(result.warnings)
         (legacy.extend if result.legacy_flat else inner.add)(result.parts)
     if legacy:
@@ -147,7 +155,7 @@ def load_tree(tree: ArtifactTree, session_id: str | None = None) -> LoadResult:
     units = discover(tree)
     if not units:
         state.warnings.append(f"No telemetry artifacts found under {tree.identity('')}")
-    _single_inputs(state, tree, units)
+    _single_inputs(state, [(tree, unit) for unit in units])
     return _finish(state, session_id)
 
 
@@ -167,18 +175,27 @@ def load_artifacts(paths: Sequence[str | Path] | ArtifactTree, session_id: str |
     if len(resolved) == 1 and existing and existing[0].is_dir():
         return load_tree(LocalTree(existing[0]), session_id)
     state = _new_state()
+    files: list[tuple[ArtifactTree, Unit]] = []  # consecutive files, loaded together
+
+    def flush() -> None:
+        _single_inputs(state, files)
+        files.clear()
+
     for path in resolved:
+        if path.is_file():
+            tree = LocalTree(path.parent)
+            unit = unit_for_file(tree, path.name)
+            if unit is not None:
+                files.append((tree, unit))
+                continue
+        flush()
         if not path.exists():
             state.warnings.append(f"Path does not exist: {path}")
         elif path.is_dir():
             _folder_input(state, LocalTree(path))
         elif path.is_file():
-            tree = LocalTree(path.parent)
-            unit = unit_for_file(tree, path.name)
-            if unit is None:
-                state.warnings.append(f"Unsupported artifact file type: {path}")
-            else:
-                _single_inputs(state, tree, [unit])
+            state.warnings.append(f"Unsupported artifact file type: {path}")
         else:
             state.warnings.append(f"Unsupported path type: {path}")
+    flush()
     return _finish(state, session_id)

@@ -66,29 +66,38 @@ def _point_markers(events: pd.DataFrame) -> list[TimelineMarker]:
     stripped = events["event_type"].str.strip()
     rows = events.loc[stripped.isin(list(_POINT_KINDS)).to_numpy()]
     markers = []
-    for row in rows.itertuples(index=False):
-        event_type = row.event_type.strip()
+    for session_id, stamp, raw_type, context, rank, local_rank, world_size, raw_metadata in zip(
+        rows["session_id"].tolist(),
+        rows["timestamp_ns"].tolist(),
+        rows["event_type"].tolist(),
+        rows["context"].tolist(),
+        rows["rank"].tolist(),
+        rows["local_rank"].tolist(),
+        rows["world_size"].tolist(),
+        rows["metadata"].tolist(),
+        strict=True,
+    ):
+        event_type = str(raw_type).strip()
         kind, severity, label = _POINT_KINDS[event_type]
-        metadata = dict(row.metadata) if isinstance(row.metadata, dict) else {}
+        metadata: dict[str, Any] = dict(raw_metadata) if isinstance(raw_metadata, dict) else {}
         if event_type == "error" and ("oom_reason" in metadata or "oom_dump_path" in metadata):
             kind = MarkerKind.OOM
             reason = metadata.get("oom_reason")
             label = f"OOM detected: {reason.strip()}" if isinstance(reason, str) and reason.strip() else "OOM detected"
-        context = row.context
         if isinstance(context, str) and context.strip():
             label = context.strip()
         markers.append(
             TimelineMarker(
-                session_id=row.session_id,
-                start_ns=int(row.timestamp_ns),
+                session_id=str(session_id),
+                start_ns=int(stamp),
                 end_ns=None,
                 kind=kind.value,
                 source="telemetry_event",
                 severity=severity.value,
                 label=label,
-                rank=int(row.rank),
-                local_rank=int(row.local_rank),
-                world_size=int(row.world_size),
+                rank=int(rank),
+                local_rank=int(local_rank),
+                world_size=int(world_size),
                 event_type=event_type,
                 metadata=metadata,
             )
@@ -102,11 +111,11 @@ def _phase_markers(events: pd.DataFrame) -> list[TimelineMarker]:
         return []
     ranks = events["rank"].to_numpy()
     sessions = events["session_id"]
+    local_ranks, world_sizes = events["local_rank"].to_numpy(), events["world_size"].to_numpy()
     markers = []
     for (session_id, rank), group in spans.items():
         first = int(np.flatnonzero((ranks == rank) & (sessions == session_id).to_numpy())[0])
-        local_rank = int(events["local_rank"].iat[first])
-        world_size = int(events["world_size"].iat[first])
+        local_rank, world_size = int(local_ranks[first]), int(world_sizes[first])
         for span in group:
             markers.append(
                 TimelineMarker(
@@ -134,8 +143,50 @@ def _phase_markers(events: pd.DataFrame) -> list[TimelineMarker]:
     return markers
 
 
+#: Ranks up to this bound index arrays directly; larger ones are factorized first.
+_DIRECT_RANKS = 1 << 16
+
+
+def _group_codes(events: pd.DataFrame) -> np.ndarray:
+    """A code per row for its (session_id, rank), in ``0..n_groups-1`` (not necessarily dense)."""
+    sessions = events["session_id"]
+    if (sessions == sessions.iloc[0]).all():
+        session_codes = np.zeros(len(events), dtype=np.int64)
+    else:
+        session_codes = pd.factorize(sessions, use_na_sentinel=False)[0].astype(np.int64)
+    ranks = events["rank"].to_numpy()
+    if ranks.min() < 0 or ranks.max() >= _DIRECT_RANKS:
+        codes, distinct = pd.factorize(ranks)
+        ranks, rank_count = codes.astype(np.int64), len(distinct)
+    else:
+        rank_count = int(ranks.max()) + 1
+    return session_codes * rank_count + ranks
+
+
+def _marker_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The rows markers are made from, in their order: every event that is not a
+    sample (lifecycle, alerts, phase boundaries ...), plus, per (session, rank), the
+    first row (phase markers take local rank and world size from it) and the rows
+    with the latest timestamp (where phases still open at the end are closed)."""
+    keep = np.array(events["event_type"] != "sample", dtype=bool)
+    groups = _group_codes(events)
+    count = int(groups.max()) + 1
+    first = np.full(count, len(events), dtype=np.int64)
+    np.minimum.at(first, groups, np.arange(len(events), dtype=np.int64))
+    keep[first[first < len(events)]] = True
+    stamps = events["timestamp_ns"].to_numpy()
+    if (stamps[1:] >= stamps[:-1]).all():  # time order (the loader's): the last row is the latest
+        keep |= ~pd.Series(groups).duplicated(keep="last").to_numpy()
+    else:
+        latest = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(latest, groups, stamps)
+        keep |= stamps == latest[groups]
+    return events.loc[keep]
+
+
 def derive_markers(events: pd.DataFrame) -> tuple[TimelineMarker, ...]:
     """Point markers from lifecycle/collector/alert events and phase spans, in time order."""
     if events.empty:
         return ()
-    return tuple(sorted(_point_markers(events) + _phase_markers(events), key=TimelineMarker.sort_key))
+    rows = _marker_rows(events)
+    return tuple(sorted(_point_markers(rows) + _phase_markers(rows), key=TimelineMarker.sort_key))

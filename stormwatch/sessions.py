@@ -13,12 +13,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from stormwatch.frame import concat_frames
+from stormwatch.combine import combine_events
 from stormwatch.ids import stable_legacy_session_id
-from stormwatch.records import DEDUPE_KEY
 
 
 class SessionStatus(StrEnum):
@@ -109,47 +107,24 @@ def summary_from_mapping(payload: Mapping[str, Any]) -> SessionSummary:
         raise ValueError(str(exc)) from exc
 
 
-def sort_events(frame: pd.DataFrame) -> pd.DataFrame:
-    """By timestamp; ties keep their order (stable)."""
-    if frame["timestamp_ns"].is_monotonic_increasing:
-        return frame
-    return frame.sort_values("timestamp_ns", kind="stable", ignore_index=True)
-
-
-def dedupe_events(frame: pd.DataFrame) -> pd.DataFrame:
-    """Drop repeats of stormlog's de-duplication key, keeping the first."""
-    if len(frame) < 2:
-        return frame
-    # Repeats share (rank, timestamp): when no two rows do, there is nothing to drop.
-    stamps = frame["timestamp_ns"].to_numpy()
-    ranks = frame["rank"].to_numpy()
-    order = np.lexsort((stamps, ranks))
-    same = (np.diff(stamps[order]) == 0) & (np.diff(ranks[order]) == 0)
-    if not same.any():
-        return frame
-    key = frame.loc[:, list(DEDUPE_KEY)]
-    key["context"] = key["context"].fillna("")
-    repeated = key.duplicated(keep="first").to_numpy()
-    if not repeated.any():
-        return frame
-    return frame.loc[~repeated].reset_index(drop=True)
-
-
 def infer_summary(session_id: str, events: pd.DataFrame, *, source: str) -> SessionSummary:
     """A summary from events sorted by time: completed when any ``stop`` event exists."""
-    first = events.iloc[0]
+    def first(name: str) -> Any:
+        return events[name].iloc[0]
+
     stops = events["timestamp_ns"].to_numpy()[(events["event_type"] == "stop").to_numpy()]
+    job_id = first("job_id")
     return SessionSummary(
         session_id=session_id,
         status=SessionStatus.COMPLETED if stops.size else SessionStatus.INCOMPLETE,
-        started_at_ns=int(first["timestamp_ns"]),
+        started_at_ns=int(first("timestamp_ns")),
         ended_at_ns=int(stops[-1]) if stops.size else None,
-        host=str(first["host"]),
-        pid=int(first["pid"]),
-        job_id=None if pd.isna(first["job_id"]) else str(first["job_id"]),
-        rank=int(first["rank"]),
-        local_rank=int(first["local_rank"]),
-        world_size=max(1, int(first["world_size"])),
+        host=str(first("host")),
+        pid=int(first("pid")),
+        job_id=None if pd.isna(job_id) else str(job_id),
+        rank=int(first("rank")),
+        local_rank=int(first("local_rank")),
+        world_size=max(1, int(first("world_size"))),
         source=source,
     )
 
@@ -193,7 +168,7 @@ class Accumulator:
         out = []
         for summary in sorted(self.summaries.values(), key=SessionSummary.sort_key):
             parts = self.parts[summary.session_id]
-            events = sort_events(dedupe_events(concat_frames([p.events for p in parts])))
+            events = combine_events([p.events for p in parts])
             out.append(
                 SessionPart(
                     summary=replace(summary, event_count=len(events)),
@@ -217,8 +192,7 @@ def _common(values: Iterable[Any]) -> Any:
 def merge_parts(parts: Sequence[SessionPart], *, session_id: str, source: str, job_id: str | None) -> SessionPart:
     """Several sessions as one (stormlog's legacy and rank-group merges)."""
     summaries = [p.summary for p in parts]
-    frames = [p.events.assign(session_id=session_id) for p in parts]
-    events = sort_events(dedupe_events(concat_frames(frames)))
+    events = combine_events([p.events for p in parts], session_id=session_id)
     completed = all(s.status == SessionStatus.COMPLETED for s in summaries)
     ends = [s.ended_at_ns for s in summaries if s.ended_at_ns is not None]
     summary = SessionSummary(

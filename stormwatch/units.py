@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from stormwatch.combine import combine_events, sort_events
 from stormwatch.discover import Unit, UnitKind
 from stormwatch.formats.csvfile import read_csv
 from stormwatch.formats.jsonfile import NotTelemetryError, read_json
@@ -21,14 +22,7 @@ from stormwatch.formats.sink import parse_manifest
 from stormwatch.formats.timeline import RankAllocator, TimelineResult, read_timeline
 from stormwatch.frame import concat_frames, frame_from_rows
 from stormwatch.ids import stable_legacy_session_id
-from stormwatch.sessions import (
-    SessionPart,
-    SessionSummary,
-    dedupe_events,
-    infer_summary,
-    sort_events,
-    summary_from_last_event,
-)
+from stormwatch.sessions import SessionPart, SessionSummary, infer_summary, summary_from_last_event
 from stormwatch.tree import ArtifactTree
 
 
@@ -41,9 +35,11 @@ class UnitResult:
 
 def _by_session(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """Events split by session id, in order of first appearance."""
+    if frame.empty:
+        return []
     ids = frame["session_id"]
-    if ids.nunique() <= 1:
-        return [(str(ids.iloc[0]), frame)] if len(frame) else []
+    if (ids == ids.iloc[0]).all():
+        return [(str(ids.iloc[0]), frame)]
     return [(str(sid), group.reset_index(drop=True)) for sid, group in frame.groupby("session_id", sort=False)]
 
 
@@ -100,10 +96,10 @@ def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segment
             return _load_timeline(tree, unit, allocator, segments)
         return UnitResult((), (f"Failed to parse JSON telemetry file {identity}: {exc}",))
     source = f"artifact:{unit.name}"
-    parts = [
-        SessionPart(infer_summary(sid, sort_events(group), source=source), sort_events(group), (identity,))
-        for sid, group in _by_session(parsed.frame)
-    ]
+    parts = []
+    for sid, group in _by_session(parsed.frame):
+        events = sort_events(group)
+        parts.append(SessionPart(infer_summary(sid, events, source=source), events, (identity,)))
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
     return UnitResult(_ordered(parts), parsed.warnings, legacy_flat=legacy)
 
@@ -115,7 +111,7 @@ def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
     source = f"artifact:{unit.name}"
     parts = []
     for sid, group in _by_session(parsed.frame):
-        events = sort_events(dedupe_events(group))
+        events = combine_events([group])
         parts.append(
             SessionPart(summary_from_last_event(sid, events, source=source), events, (identity,), parsed.warnings)
         )
@@ -137,7 +133,7 @@ def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, seg
     )
     if not isinstance(result, TimelineResult):
         return UnitResult((), (result,))
-    events = sort_events(dedupe_events(frame_from_rows(result.rows)))
+    events = combine_events([frame_from_rows(result.rows)])
     summary: SessionSummary = result.summary
     return UnitResult((SessionPart(summary, events, (identity,)),), result.warnings)
 

@@ -1,52 +1,40 @@
 """The columnar fast path: schema v2/v3 JSON Lines parsed by Arrow, validated per column.
 
-``pyarrow.json`` parses the whole buffer into typed columns (the known fields
-under an explicit schema; anything else, ``metadata`` included, inferred). The
-rules of :mod:`stormwatch.records` are then applied to whole columns: a row that
+:mod:`stormwatch.formats.arrowread` parses the whole buffer into typed columns.
+The rules of :mod:`stormwatch.records` are then applied to whole columns: a row that
 breaks one is reported and dropped, the rest are kept. No Python object is made
 per event, except the metadata ``dict`` of non-sample events (alerts, phases,
-lifecycle), which are few.
+lifecycle), which are few. A column without nulls or blanks (the usual case)
+costs one cheap test per rule, not one mask.
 
 Arrow cannot tell an absent key from an explicit ``null``; where stormlog's
 rules tell them apart (nullable required fields, ``rank`` and friends, unknown
 fields), the raw line of each such null row is searched for the quoted key.
 
 Returns ``None`` when Arrow refuses the buffer (a malformed line, a value of the
-wrong JSON type, metadata whose shape changes between lines): the caller then
-parses every line on its own, which finds and names the culprits.
+wrong JSON type, metadata that is not an object or whose shape changes between
+lines, bytes that are not UTF-8, lines it would crash on) or yields a row count
+other than the number of non-blank lines (two records on one line): the caller
+then parses every line on its own, which finds and names the culprits.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
+from stormwatch.formats.arrowread import INT_FIELDS, STRING_FIELDS, read_table
+from stormwatch.formats.columns import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
+from stormwatch.formats.jsonvalue import parse_json_value
 from stormwatch.formats.lines import LineIndex
 from stormwatch.frame import frame_from_columns
 from stormwatch.records import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
-from stormwatch.tokens import COLLAPSED_PATTERN, has_collective_token
 
-_STRING_FIELDS = ("session_id", "event_type", "collector", "host", "job_id", "context")
-_INT_FIELDS = (
-    "schema_version",
-    "timestamp_ns",
-    "sampling_interval_ms",
-    "pid",
-    "rank",
-    "local_rank",
-    "world_size",
-    "device_id",
-    *COUNTER_COLUMNS,
-)
-SCHEMA = pa.schema([(name, pa.string()) for name in _STRING_FIELDS] + [(name, pa.int64()) for name in _INT_FIELDS])
 _REQUIRED_NON_NULL = (
     "timestamp_ns",
     "event_type",
@@ -60,11 +48,6 @@ _REQUIRED_NON_NULL = (
     "allocator_change_bytes",
     "device_used_bytes",
 )
-_BLOCK_SIZE_BYTES = 2 << 20
-#: String columns with at most this many distinct values are checked value by value.
-_FEW_DISTINCT = 256
-
-
 @dataclass(frozen=True)
 class ColumnarResult:
     """Valid fast rows, where they sit, and the lines left for one-by-one parsing.
@@ -78,222 +61,165 @@ class ColumnarResult:
     problems: tuple[tuple[int, str], ...]
 
 
-class _Errors:
-    """The first broken rule of each row, in rule order."""
+class _RawLines:
+    """The raw text of chosen lines: ``positions`` map table rows to line positions."""
 
-    def __init__(self, size: int) -> None:
-        self.codes = np.zeros(size, dtype=np.int16)
-        self.texts: list[str] = [""]
+    def __init__(self, data: bytes, lines: LineIndex, positions: np.ndarray) -> None:
+        self.data, self.lines, self.positions = data, lines, positions
+        self._array: pa.Array | None = None
 
-    def add(self, mask: np.ndarray, message: str) -> None:
-        if not mask.any():
-            return
-        self.texts.append(message)
-        self.codes[mask & (self.codes == 0)] = len(self.texts) - 1
+    def has_key(self, rows: np.ndarray, key: str) -> np.ndarray:
+        """For the given table rows, whether the raw line holds ``"key"``."""
+        if rows.size == 0:
+            return np.zeros(0, dtype=bool)
+        if self._array is None:
+            offsets = np.concatenate([self.lines.starts, [len(self.data)]]).astype(np.int64)
+            buffers = [None, pa.py_buffer(offsets), pa.py_buffer(self.data)]
+            self._array = pa.LargeBinaryArray.from_buffers(pa.large_binary(), self.lines.count, buffers)
+        taken = self._array.take(pa.array(self.positions[rows]))
+        return np.asarray(pc.match_substring(taken, f'"{key}"'))
 
-    @property
-    def bad(self) -> np.ndarray:
-        return self.codes != 0
-
-    def message(self, row: int) -> str:
-        return self.texts[int(self.codes[row])]
-
-
-def _ints(column: pa.ChunkedArray, fill: int) -> np.ndarray:
-    return column.fill_null(fill).to_numpy().astype(np.int64, copy=False)
-
-
-def _nulls(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return np.asarray(column.is_null())
-
-
-def _blank(column: pa.ChunkedArray) -> np.ndarray:
-    trimmed = pc.utf8_trim_whitespace(column)
-    return np.asarray(pc.fill_null(pc.equal(pc.binary_length(trimmed), 0), False))
-
-
-def _line_array(data: bytes, lines: LineIndex) -> pa.Array:
-    """Each non-blank line as one binary value (trailing blank bytes included)."""
-    offsets = np.concatenate([lines.starts, [len(data)]]).astype(np.int64)
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), lines.count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
+    def metadata(self, rows: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, str]]]:
+        """The metadata ``dict`` of the given rows, parsed from their lines (None elsewhere),
+        and the rows whose line the JSON parsers refuse although Arrow read it, with why."""
+        out = np.full(size, None, dtype=object)
+        refused: list[tuple[int, str]] = []
+        starts, ends = self.lines.starts, self.lines.ends
+        for row in rows.tolist():
+            line = self.positions[row]
+            try:
+                out[row] = parse_json_value(self.data[starts[line] : ends[line]]).get("metadata")
+            except (ValueError, UnicodeDecodeError) as exc:  # a byte order mark Arrow skips, say
+                refused.append((row, f"malformed JSON ({exc})"))
+        return out, refused
 
 
-def _key_present(line_array: pa.Array, rows: np.ndarray, key: str) -> np.ndarray:
-    """For the given rows (positions), whether the raw line holds ``"key"``."""
-    present = np.zeros(rows.size, dtype=bool)
-    if rows.size:
-        taken = line_array.take(pa.array(rows))
-        present = np.asarray(pc.match_substring(taken, f'"{key}"'))
-    return present
-
-
-def _collective_mask(column: pa.Array, size: int) -> np.ndarray:
-    """Rows with a collective token in any string value of a (nested) column."""
-    column_type = column.type
-    if pa.types.is_string(column_type) or pa.types.is_large_string(column_type):
-        distinct = pc.unique(column)
-        if len(distinct) <= _FEW_DISTINCT:
-            hits = [text for text in distinct.to_pylist() if text is not None and has_collective_token(text)]
-            if not hits:
-                return np.zeros(size, dtype=bool)
-            return np.asarray(pc.fill_null(pc.is_in(column, value_set=pa.array(hits, column_type)), False))
-        lowered = pc.utf8_lower(column)
-        collapsed = pc.replace_substring(pc.replace_substring(lowered, "-", ""), "_", "")
-        return np.asarray(pc.fill_null(pc.match_substring_regex(collapsed, COLLAPSED_PATTERN), False))
-    if pa.types.is_struct(column_type):
-        found = np.zeros(size, dtype=bool)
-        for child in column.flatten():
-            found |= _collective_mask(child, size)
-        return found
-    if pa.types.is_list(column_type) or pa.types.is_large_list(column_type):
-        found = np.zeros(size, dtype=bool)
-        inner = _collective_mask(column.flatten(), len(column.flatten()))
-        parents = np.asarray(pc.list_parent_indices(column))
-        found[parents[inner]] = True
-        return found
-    return np.zeros(size, dtype=bool)
-
-
-def _read_table(data: bytes) -> pa.Table | None:
-    try:
-        return pj.read_json(
-            io.BytesIO(data),
-            read_options=pj.ReadOptions(block_size=_BLOCK_SIZE_BYTES),
-            parse_options=pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="infer"),
-        )
-    except (pa.ArrowException, ValueError):
-        return None
-
-
-def _metadata_dicts(data: bytes, lines: LineIndex, positions: np.ndarray, non_sample: np.ndarray) -> np.ndarray:
-    """The metadata ``dict`` of non-sample rows (parsed from their lines); None for samples."""
-    out = np.full(positions.size, None, dtype=object)
-    for index in np.flatnonzero(non_sample).tolist():
-        line = positions[index]
-        record = orjson.loads(data[lines.starts[line] : lines.ends[line]])
-        out[index] = record.get("metadata")
-    return out
-
-
-def columnar_events(data: bytes, lines: LineIndex, *, default_session_id: str) -> ColumnarResult | None:
-    """Schema v2/v3 rows of a JSONL buffer as canonical events (see module doc)."""
-    table = _read_table(data)
-    if table is None or table.num_rows != lines.count:
-        return None
-    version = _ints(table.column("schema_version"), -1)
-    fast = (version == 2) | (version == 3)
-    rest_positions = np.flatnonzero(~fast)
-    positions = np.flatnonzero(fast)
-    if positions.size < table.num_rows:
-        table = table.filter(pa.array(fast))
-    size = table.num_rows
-    errors = _Errors(size)
-    line_array = _line_array(data, lines)
-
-    extra = [name for name in table.column_names if name not in KNOWN_FIELDS and name != "metadata"]
-    for name in extra:
-        nulls = _nulls(table.column(name))
-        present = ~nulls
-        present[nulls] = _key_present(line_array, positions[nulls], name)
-        errors.add(present, f"unknown telemetry field: {name}")
+def _check_fields(table: pa.Table, raw: _RawLines, errors: Errors) -> None:
+    """Unknown fields, required fields that are null or absent, metadata that is no object."""
+    for name in table.column_names:
+        if name in KNOWN_FIELDS or name == "metadata":
+            continue
+        column = table.column(name)
+        present = np.ones(table.num_rows, dtype=bool)
+        nulls = null_rows(column)
+        present[nulls] = raw.has_key(nulls, name)
+        errors.add(present, f"unknown telemetry fields: {name}")
     for name in _REQUIRED_NON_NULL:
-        errors.add(_nulls(table.column(name)), f"{name} is missing or not of the right type")
+        errors.add(null_rows(table.column(name)), f"{name} is missing or not of the right type")
     for name in NULLABLE_REQUIRED_V3:
-        nulls = _nulls(table.column(name))
-        absent = np.zeros(size, dtype=bool)
-        absent[nulls] = ~_key_present(line_array, positions[nulls], name)
-        errors.add(absent, f"missing required telemetry field: {name}")
-
-    metadata = table.column("metadata").combine_chunks() if "metadata" in table.column_names else None
+        nulls = null_rows(table.column(name))
+        errors.add(nulls[~raw.has_key(nulls, name)], f"missing required telemetry fields: {name}")
+    metadata = table.column("metadata") if "metadata" in table.column_names else None
     if metadata is None or not pa.types.is_struct(metadata.type):
-        errors.add(np.ones(size, dtype=bool), "metadata must be an object")
+        errors.add(np.ones(table.num_rows, dtype=bool), "metadata must be an object")
     else:
-        errors.add(_nulls(metadata), "metadata must be an object")
+        errors.add(null_rows(metadata), "metadata must be an object")
     for name in ("rank", "local_rank", "world_size"):
-        nulls = _nulls(table.column(name))
-        stated_null = np.zeros(size, dtype=bool)
-        stated_null[nulls] = _key_present(line_array, positions[nulls], name)
-        errors.add(stated_null, f"{name} must be an integer")
-    job_id = table.column("job_id")
-    errors.add(_blank(job_id), "job_id must be a non-empty string")
-    for name in ("event_type", "collector", "host"):
-        errors.add(_blank(table.column(name)), f"{name} must be a non-empty string")
+        nulls = null_rows(table.column(name))
+        errors.add(nulls[raw.has_key(nulls, name)], f"{name} must be an integer")
+    for name in ("job_id", "event_type", "collector", "host"):
+        errors.add(blank_rows(table.column(name)), f"{name} must be a non-empty string")
 
-    ints = {name: _ints(table.column(name), 0) for name in _INT_FIELDS if name != "schema_version"}
+
+def _check_values(table: pa.Table, ints: dict[str, np.ndarray], errors: Errors) -> None:
+    """Range and cross-field rules; fills in ``local_rank`` and ``world_size`` defaults."""
     errors.add(ints["timestamp_ns"] < 0, "timestamp_ns must be >= 0")
     errors.add(ints["sampling_interval_ms"] < 0, "sampling_interval_ms must be >= 0")
     errors.add(ints["pid"] < -1, "pid must be >= -1")
     for name in COUNTER_COLUMNS:
         if name != "allocator_change_bytes":
             errors.add(ints[name] < 0, f"{name} must be >= 0")
-    has_total = ~_nulls(table.column("device_total_bytes"))
+    size = table.num_rows
+    has_total = ~rows_mask(null_rows(table.column("device_total_bytes")), size)
     total = ints["device_total_bytes"]
     errors.add(has_total & (ints["device_used_bytes"] > total), "device_used_bytes cannot exceed device_total_bytes")
-    has_free = ~_nulls(table.column("device_free_bytes"))
+    has_free = ~rows_mask(null_rows(table.column("device_free_bytes")), size)
     errors.add(
         has_total & has_free & (ints["device_free_bytes"] > total), "device_free_bytes cannot exceed device_total_bytes"
     )
-
     rank = ints["rank"]
-    local_given = ~_nulls(table.column("local_rank"))
-    local_rank = np.where(local_given, ints["local_rank"], rank)
-    world_given = ~_nulls(table.column("world_size"))
-    world_size = np.where(world_given, ints["world_size"], 1)
+    local_nulls = null_rows(table.column("local_rank"))
+    if local_nulls.size:
+        ints["local_rank"][local_nulls] = rank[local_nulls]
+    world_nulls = null_rows(table.column("world_size"))
+    if world_nulls.size:
+        ints["world_size"][world_nulls] = 1
+    local_rank, world_size = ints["local_rank"], ints["world_size"]
     errors.add(rank < 0, "rank must be >= 0")
     errors.add(local_rank < 0, "local_rank must be >= 0")
     errors.add(world_size <= 0, "world_size must be >= 1")
     errors.add(rank >= world_size, "rank must be < world_size")
     errors.add(local_rank >= world_size, "local_rank must be < world_size")
 
-    session_id = table.column("session_id").combine_chunks()
-    usable = ~_blank(table.column("session_id")) & ~_nulls(session_id)
-    fallback: pa.Array = pa.array([default_session_id] * 1, pa.string())
-    resolved = pc.if_else(pa.array(usable), session_id, fallback[0])
-    if metadata is not None and pa.types.is_struct(metadata.type):
-        names = [metadata.type.field(i).name for i in range(metadata.type.num_fields)]
-        if "session_id" in names:
-            meta_sid = metadata.field(names.index("session_id"))
-            if pa.types.is_string(meta_sid.type):
-                meta_usable = _nulls(session_id) & ~_blank(pa.chunked_array([meta_sid])) & ~_nulls(meta_sid)
-                resolved = pc.if_else(pa.array(meta_usable), meta_sid, resolved)
 
-    bad = errors.bad
-    keep = ~bad
-    problems = tuple((int(lines.numbers[positions[i]]), errors.message(i)) for i in np.flatnonzero(bad).tolist())
-    event_type = table.column("event_type")
-    non_sample = np.asarray(pc.fill_null(pc.not_equal(event_type, "sample"), True))
-    collective = _collective_mask(metadata, size) if metadata is not None else np.zeros(size, dtype=bool)
-    kept_positions = positions[keep]
-    keep_arrow = pa.array(keep)
+def _stated_session_ids(metadata: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """``metadata.session_id`` when the metadata are objects with a string field of that name."""
+    if not pa.types.is_struct(metadata.type) or metadata.type.get_field_index("session_id") < 0:
+        return None
+    stated = pc.struct_field(metadata, "session_id")
+    return stated if pa.types.is_string(stated.type) or pa.types.is_large_string(stated.type) else None
 
-    def counter(name: str) -> Any:
-        column = table.column(name).filter(keep_arrow)
-        return pd.arrays.IntegerArray(_ints(column, 0), np.asarray(column.is_null()))
 
+def _session_ids(table: pa.Table, default_session_id: str) -> pa.ChunkedArray:
+    """``session_id``, else (when null) a usable ``metadata.session_id``, else the default."""
+    column = table.column("session_id")
+    nulls = null_rows(column)
+    unusable = np.union1d(nulls, blank_rows(column))
+    if unusable.size == 0:
+        return column
+    fallback = pa.scalar(default_session_id, column.type)
+    resolved = pc.if_else(pa.array(~rows_mask(unusable, table.num_rows)), column, fallback)
+    stated = _stated_session_ids(table.column("metadata")) if nulls.size and "metadata" in table.column_names else None
+    if stated is not None:
+        bad = np.union1d(null_rows(stated), blank_rows(stated))
+        usable = rows_mask(np.setdiff1d(nulls, bad), table.num_rows)
+        if usable.any():
+            resolved = pc.if_else(pa.array(usable), stated.cast(column.type), resolved)
+    return pa.chunked_array([resolved]) if isinstance(resolved, pa.Array) else resolved
+
+
+def columnar_events(data: bytes, lines: LineIndex, *, default_session_id: str) -> ColumnarResult | None:
+    """Schema v2/v3 rows of a JSONL buffer as canonical events (see module doc)."""
+    table = read_table(data, lines)
+    if table is None or table.num_rows != lines.count:
+        return None
+    version = int_values(table.column("schema_version"), fill=-1)
+    fast = (version == 2) | (version == 3)
+    positions = np.flatnonzero(fast)
+    rest_positions = np.flatnonzero(~fast)
+    if positions.size < table.num_rows:
+        table = table.filter(pa.array(fast))
+    raw = _RawLines(data, lines, positions)
+    errors = Errors(table.num_rows)
+    non_sample = np.asarray(pc.fill_null(pc.not_equal(table.column("event_type"), "sample"), True))
+    metadata_dicts, refused = raw.metadata(np.flatnonzero(non_sample), table.num_rows)
+    for row, reason in refused:
+        errors.add(np.array([row]), reason)
+    _check_fields(table, raw, errors)
+    ints = {name: int_values(table.column(name), fill=0) for name in INT_FIELDS if name != "schema_version"}
+    _check_values(table, ints, errors)
+    session_ids = _session_ids(table, default_session_id)
+
+    bad = errors.bad_rows()
+    problems = tuple((int(lines.numbers[positions[row]]), errors.message(row)) for row in bad.tolist())
+    metadata = table.column("metadata") if "metadata" in table.column_names else None
+    collective = collective_mask(metadata) if metadata is not None else np.zeros(table.num_rows, dtype=bool)
     columns: dict[str, Any] = {
-        "session_id": resolved.filter(keep_arrow),
-        "event_type": event_type.filter(keep_arrow),
-        "collector": table.column("collector").filter(keep_arrow),
-        "host": table.column("host").filter(keep_arrow),
-        "context": table.column("context").filter(keep_arrow),
-        "job_id": job_id.filter(keep_arrow),
-        "timestamp_ns": ints["timestamp_ns"][keep],
-        "sampling_interval_ms": ints["sampling_interval_ms"][keep],
-        "pid": ints["pid"][keep],
-        "device_id": ints["device_id"][keep],
-        "rank": rank[keep],
-        "local_rank": local_rank[keep],
-        "world_size": world_size[keep],
-        "schema_version": np.full(int(keep.sum()), 3, dtype=np.int64),
-        "metadata": _metadata_dicts(data, lines, kept_positions, non_sample[keep]),
-        "metadata_collective": collective[keep],
-        **{name: counter(name) for name in COUNTER_COLUMNS},
+        "session_id": session_ids,
+        **{name: table.column(name) for name in STRING_FIELDS if name != "session_id"},
+        **{name: ints[name] for name in INT_FIELDS if name not in COUNTER_COLUMNS and name != "schema_version"},
+        **{name: _counter(table.column(name), ints[name]) for name in COUNTER_COLUMNS},
+        "schema_version": np.full(table.num_rows, 3, dtype=np.int64),
+        "metadata": metadata_dicts,
+        "metadata_collective": collective,
     }
-    return ColumnarResult(
-        frame=frame_from_columns(columns),
-        positions=kept_positions,
-        rest_positions=rest_positions,
-        problems=problems,
-    )
+    frame = frame_from_columns(columns)
+    if bad.size:
+        kept = np.flatnonzero(~rows_mask(bad, table.num_rows))
+        frame = frame.take(kept).reset_index(drop=True)
+        positions = positions[kept]
+    return ColumnarResult(frame=frame, positions=positions, rest_positions=rest_positions, problems=problems)
+
+
+def _counter(column: pa.ChunkedArray, values: np.ndarray) -> pd.arrays.IntegerArray:
+    return pd.arrays.IntegerArray(values, rows_mask(null_rows(column), len(column)))

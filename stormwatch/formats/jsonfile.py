@@ -11,7 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from stormwatch.formats.jsonl import BOM, ParsedEvents, parse_json_value
+from stormwatch.formats.jsonl import BOM, ParsedEvents
+from stormwatch.formats.jsonvalue import TooDeepError, parse_json_value
 from stormwatch.frame import frame_from_rows
 from stormwatch.problems import describe_problems
 from stormwatch.records import RecordError, normalise_record
@@ -49,6 +50,8 @@ def _salvage_array(text: str) -> tuple[list[tuple[int, Any]], str]:
             value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             return found, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        except RecursionError:
+            return found, f"a record nested too deeply at line {_line_of(text, position)}"
         found.append((_line_of(text, position), value))
         position = end
 
@@ -79,6 +82,8 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
         numbered = list(enumerate(records_of(payload), start=1))
     except UnicodeDecodeError as exc:
         raise NotTelemetryError(f"not valid UTF-8 at byte {exc.start}") from exc
+    except TooDeepError as exc:
+        raise NotTelemetryError(str(exc)) from exc
     except json.JSONDecodeError as exc:
         text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
         if not text.lstrip().startswith("["):
@@ -93,5 +98,7 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
             rows.append(normalise_record(record, default_session_id=default_session_id))
         except RecordError as exc:
             problems.append((number, str(exc)))
+        except RecursionError:  # metadata scanned for tokens, nested near the parser's limit
+            problems.append((number, "metadata nested too deeply"))
     warnings.extend(describe_problems(label, problems, where=where))
     return ParsedEvents(frame_from_rows(rows), tuple(warnings))

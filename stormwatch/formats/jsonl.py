@@ -10,16 +10,15 @@ leaves behind and is ignored silently, as stormlog does.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 
 from stormwatch.formats.columnar import columnar_events
+from stormwatch.formats.jsonvalue import parse_json_value
 from stormwatch.formats.lines import LineIndex, index_lines
 from stormwatch.frame import concat_frames, frame_from_rows
 from stormwatch.problems import describe_problems
@@ -34,14 +33,6 @@ class ParsedEvents:
 
     frame: pd.DataFrame
     warnings: tuple[str, ...]
-
-
-def parse_json_value(raw: bytes) -> Any:
-    """orjson first; the standard library for what orjson refuses (NaN, big ints)."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw.decode("utf-8"))
 
 
 def _drop_torn_tail(data: bytes) -> bytes:
@@ -86,6 +77,9 @@ def _parse_rows(
             rows.append(normalise_record(record, default_session_id=default_session_id))
         except RecordError as exc:
             problems.append((number, str(exc)))
+            continue
+        except RecursionError:  # metadata scanned for tokens, nested near the parser's limit
+            problems.append((number, "metadata nested too deeply"))
             continue
         kept.append(position)
     return rows, kept, problems

@@ -8,25 +8,44 @@ import numpy as np
 
 _BLANK_BYTES = np.zeros(256, dtype=bool)
 _BLANK_BYTES[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
+#: The buffer is scanned in slices of this many bytes, so that the scratch mask
+#: stays in cache (a mask as large as a big file costs more in page faults than
+#: the comparison itself).
+_SCAN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
 class LineIndex:
     """Non-blank lines: byte offsets ``[starts[i], ends[i])`` (``\\r\\n`` excluded)
-    and 1-based line numbers, in file order."""
+    and 1-based line numbers, in file order; ``ascii`` tells whether every byte of
+    the buffer is below 0x80 (so that it is valid UTF-8 without further checks)."""
 
     starts: np.ndarray
     ends: np.ndarray
     numbers: np.ndarray
+    ascii: bool = False
 
     @property
     def count(self) -> int:
         return int(self.starts.size)
 
 
+def _scan(buffer: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Offsets of the newline bytes, and whether all bytes are ASCII."""
+    scratch = np.empty(min(buffer.size, _SCAN_BYTES), dtype=bool)
+    found = [np.zeros(0, dtype=np.int64)]
+    ascii = True
+    for start in range(0, buffer.size, _SCAN_BYTES):
+        part = buffer[start : start + _SCAN_BYTES]
+        offsets = np.flatnonzero(np.equal(part, 10, out=scratch[: part.size])).astype(np.int64, copy=False)
+        found.append(offsets + start)
+        ascii = ascii and int(part.max()) < 0x80
+    return np.concatenate(found), ascii
+
+
 def index_lines(data: bytes) -> LineIndex:
     buffer = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buffer == 10)
+    newlines, ascii = _scan(buffer)
     starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
     ends = np.concatenate([newlines, [buffer.size]]).astype(np.int64)
     if buffer.size and buffer[-1] == 10:
@@ -44,4 +63,4 @@ def index_lines(data: bytes) -> LineIndex:
     # Drop a trailing carriage return so each span is exactly one JSON text.
     has_cr = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13) if buffer.size else keep[:0]
     ends = ends - has_cr.astype(np.int64)
-    return LineIndex(starts=starts, ends=ends, numbers=numbers.astype(np.int64))
+    return LineIndex(starts=starts, ends=ends, numbers=numbers.astype(np.int64), ascii=ascii)

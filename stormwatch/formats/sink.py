@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stormwatch.formats.jsonl import parse_json_value
+from stormwatch.formats.jsonvalue import parse_json_value
 from stormwatch.sessions import SessionSummary, summary_from_mapping
 
 MANIFEST_NAME = "manifest.json"

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from stormwatch.formats.jsonl import parse_json_value
+from stormwatch.formats.jsonvalue import parse_json_value
 from stormwatch.ids import stable_legacy_session_id
 from stormwatch.problems import describe_problems
 from stormwatch.records import COLUMNS, RecordError, check_values
@@ -135,14 +135,14 @@ def summary_from_bundle_manifest(
         return None
     if not isinstance(payload, Mapping):
         return None
-    identity = {"rank": context.rank, "local_rank": context.local_rank, "world_size": context.world_size}
     nested = payload.get("session")
     if isinstance(nested, Mapping):
         try:
             summary = summary_from_mapping(nested)
-            return SessionSummary(**{**summary.__dict__, **identity})
         except ValueError:
             pass
+        else:
+            return replace(summary, rank=context.rank, local_rank=context.local_rank, world_size=context.world_size)
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id.strip():
         return None
@@ -160,8 +160,10 @@ def summary_from_bundle_manifest(
         ended_at_ns=started if status != SessionStatus.RUNNING else None,
         host="unknown",
         pid=-1,
+        rank=context.rank,
+        local_rank=context.local_rank,
+        world_size=context.world_size,
         source="stormlog.diagnose.bundle",
-        **identity,
     )
 
 
@@ -233,7 +235,7 @@ def _sample_rows(
             problems.append((index + 1, "sample is not a number"))
             continue
         interval = 0 if previous_stamp is None else max(0, int(round((stamp - previous_stamp) * 1000)))
-        values = {
+        values: dict[str, Any] = {
             "session_id": summary.session_id,
             "timestamp_ns": timestamp_ns,
             "event_type": "sample",

@@ -60,6 +60,12 @@ def _two_sessions(root: Path) -> list[Path]:
     return [b.write_jsonl(root / "mixed.jsonl", records)]
 
 
+def _overlapping_exports(root: Path) -> list[Path]:
+    """One session exported twice with records in common: merged, repeats dropped."""
+    records = b.timeline_records(samples=12, session_id="dup", phases=b.DEFAULT_PHASES, alerts=b.DEFAULT_ALERTS)
+    return [b.write_jsonl(root / "late.jsonl", records[5:]), b.write_json(root / "early_events.json", records[:9])]
+
+
 CASES: dict[str, Case] = {
     **{f"{fmt}-{layout}": _job(fmt, layout) for fmt in ("json", "jsonl", "sink") for layout in ("rank_dirs", "flat")},
     "phases-alerts-oom-json": _one(lambda p: b.write_phase_events(p), "phases.json"),
@@ -67,11 +73,16 @@ CASES: dict[str, Case] = {
         lambda p: b.write_cpu_tracker_export(p, fmt="json", alerts=b.DEFAULT_ALERTS, phases=b.DEFAULT_PHASES),
         "cpu.json",
     ),
-    **{f"bundle-{m}-{'file' if f else 'dir'}": _bundle(m, as_file=f) for m in ("new", "old", None) for f in (True, False)},
+    **{
+        f"bundle-{m}-{'file' if f else 'dir'}": _bundle(m, as_file=f)
+        for m in ("new", "old", None)
+        for f in (True, False)
+    },
     "sink-rollover-retention": _sink,
     "legacy-flat-merge": _legacy_pair,
     "schema-v2": _v2,
     "two-sessions-jsonl": _two_sessions,
+    "overlapping-exports": _overlapping_exports,
 }
 
 
