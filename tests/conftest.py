@@ -20,6 +20,7 @@ import pytest
 
 from tests.reference_model import ensure_stormlog43
 from tests.tasks.backends import Backend, local_backend, s3_backend
+from tests.tasks.notify_servers import SmtpRecorder, WebhookServer, smtp_server, webhook_server
 
 _PREFECT_HOME = tempfile.mkdtemp(prefix="stormwatch-prefect-")
 for _name, _value in {
@@ -132,3 +133,17 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         return local_backend(tmp_path / "fleet")
     bucket = request.getfixturevalue("s3_bucket")
     return s3_backend(request.getfixturevalue("moto_client"), bucket)
+
+
+@pytest.fixture
+def webhook() -> Iterator[WebhookServer]:
+    """A webhook receiver on 127.0.0.1 recording posts (can be told to fail)."""
+    with webhook_server() as server:
+        yield server
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpRecorder]:
+    """An aiosmtpd server on a free 127.0.0.1 port recording messages."""
+    with smtp_server() as server:
+        yield server

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -10,22 +9,10 @@ import pytest
 
 from flows.cli import main
 from tests import builders as b
-from tests.tasks.notify_servers import SmtpRecorder, WebhookServer, smtp_server, webhook_server
+from tests.tasks.notify_servers import SmtpRecorder, WebhookServer
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 SECRET = "s3cr3t-token-XYZ"
-
-
-@pytest.fixture
-def webhook() -> Iterator[WebhookServer]:
-    with webhook_server() as server:
-        yield server
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpRecorder]:
-    with smtp_server() as server:
-        yield server
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,8 +15,6 @@ from tests.tasks.notify_servers import (
     WebhookServer,
     document,
     free_port,
-    smtp_server,
-    webhook_server,
 )
 
 NOW = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
@@ -58,18 +55,6 @@ def states(ledger: bytes) -> dict[tuple[str, str], tuple[str, str]]:
 
 def slack_text(post: dict[str, Any]) -> str:
     return "\n".join(block["text"]["text"] for block in post["blocks"] if block["type"] == "section")
-
-
-@pytest.fixture
-def webhook() -> Iterator[WebhookServer]:
-    with webhook_server() as server:
-        yield server
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpRecorder]:
-    with smtp_server() as server:
-        yield server
 
 
 ALL = ("collective", "alerts", "clean", "missing", "warning_only")

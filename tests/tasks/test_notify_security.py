@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -22,7 +21,6 @@ from tests.tasks.notify_servers import (
     document,
     self_signed_tls,
     smtp_server,
-    webhook_server,
 )
 from tests.tasks.test_notify import NOW, ONCALL, REPORTS, lines, states
 
@@ -34,18 +32,6 @@ ALLOWED_TAGS = {"html", "body", "p", "h3", "code", "table", "tr", "th", "td", "a
 
 def hostile_job() -> JobFinding:
     return JobFinding.from_document(document("hostile"), report_url=f"{REPORTS}/{HOSTILE_JOB_ID}/report.html")
-
-
-@pytest.fixture
-def webhook() -> Iterator[WebhookServer]:
-    with webhook_server() as server:
-        yield server
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpRecorder]:
-    with smtp_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
