@@ -31,6 +31,8 @@ from stormwatch.markers import TimelineMarker, derive_markers
 DEFAULT_GAP_THRESHOLDS = GapThresholds()
 NO_EVENTS_WARNING = "No telemetry events loaded."
 WORLD_SIZE_WARNING = "Inconsistent world_size values detected; using the largest world_size seen."
+#: No job runs more ranks; larger world sizes come from damaged records (see :func:`expected_ranks`).
+MAX_WORLD_SIZE = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -160,11 +162,23 @@ def _rank_groups(columns: JobColumns) -> dict[int, RankEvents]:
 
 
 def expected_ranks(ranks: np.ndarray, world_sizes: np.ndarray) -> list[int]:
-    """Ranks present, plus every rank below the largest positive world size (else the count present)."""
+    """Ranks present, plus every rank below the largest plausible world size (else the count present).
+
+    World sizes above :data:`MAX_WORLD_SIZE` are ignored: a damaged record may claim
+    ``2**63 - 1`` ranks, and listing them would exhaust memory.
+    """
     present = np.unique(ranks).tolist()
-    positive = world_sizes[world_sizes > 0]
+    positive = world_sizes[(world_sizes > 0) & (world_sizes <= MAX_WORLD_SIZE)]
     world = int(positive.max()) if len(positive) else len(present)
     return sorted(set(present) | set(range(world)))
+
+
+def _implausible_world_size_warnings(world_sizes: np.ndarray) -> list[str]:
+    too_large = world_sizes[world_sizes > MAX_WORLD_SIZE]
+    if not len(too_large):
+        return []
+    return [f"world_size {int(too_large.max())} is implausible (more than {MAX_WORLD_SIZE} ranks); "
+            "world sizes that large are ignored when listing expected ranks."]
 
 
 def build_model(
@@ -189,6 +203,7 @@ def build_model(
     present = sorted(groups)
     expected = expected_ranks(columns.rank, columns.world_size)
     warnings = [WORLD_SIZE_WARNING] if len(np.unique(columns.world_size[columns.world_size > 0])) > 1 else []
+    warnings += _implausible_world_size_warnings(columns.world_size)
     warnings += capability_warnings(columns)
     if selected_ranks is not None:
         expected = [rank for rank in expected if rank in selected_ranks]

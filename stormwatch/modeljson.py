@@ -5,6 +5,10 @@ the reference's field names (rank keys as strings, as JSON requires). The
 verdict is the worst first-cause severity (missing ranks count as a warning);
 its ``exit_code`` applies the caller's ``--fail-on``. Written with orjson:
 numpy timelines serialise without a Python int per sample.
+
+Telemetry reaches the document unchecked in places (marker metadata, a manifest's
+session fields), so the document is made JSON-safe (:func:`json_safe`) before it
+is handed out: any artifact that loads also serialises.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from stormwatch.severity import FailOn, Severity
 from stormwatch.tree import Entry
 
 MODEL_SCHEMA_VERSION = 1
+#: Telemetry containers nested deeper than this are replaced by :data:`TOO_DEEP` in the document.
+MAX_NESTING = 64
+TOO_DEEP = "<nested too deeply>"
+_INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson writes: int64 and uint64
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOTHING_LOADABLE = 0, 3, 5
 
 
@@ -118,7 +126,7 @@ def model_document(
     ``options`` records how the job was diagnosed (rank filter, session, preset):
     an audit re-diagnoses a job whose inputs are unchanged when these differ.
     """
-    return {
+    return json_safe({
         "schema_version": MODEL_SCHEMA_VERSION,
         "job_id": job_id,
         "source": source,
@@ -131,24 +139,77 @@ def model_document(
         "sources_loaded": list(loaded.sources_loaded),
         "warnings": list(loaded.warnings),
         "verdict": {"status": verdict.status.value, "exit_code": verdict.exit_code, "summary": verdict.summary},
-        "model": dataclasses.asdict(model),
-    }
+        "model": model,
+    })
 
 
 def _session(summary: Any) -> dict[str, Any]:
-    data = dataclasses.asdict(summary)
+    data = {field.name: getattr(summary, field.name) for field in dataclasses.fields(summary)}
     data["status"] = str(summary.status)
     data["events"] = data.pop("event_count")
     return data
 
 
+def _scalar(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return value  # floats (NaN is written as null), None, numpy arrays and scalars
+    if isinstance(value, int):
+        return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else str(value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, from a JSON "\\ud800" escape
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+    return value
+
+
+def json_safe(value: Any, *, max_nesting: int = MAX_NESTING) -> Any:
+    """``value`` as data orjson always writes, with the same shape otherwise.
+
+    Dataclasses become dicts (as ``dataclasses.asdict`` makes them, without
+    copying numpy arrays); dicts, lists and tuples keep their type and key order;
+    integers beyond 64 bits become their decimal text; strings holding lone
+    surrogates get ``?`` in their place; containers nested deeper than
+    ``max_nesting`` become :data:`TOO_DEEP`. Iterative, so any depth is safe.
+    """
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
+    tuples: list[tuple[Any, Any]] = []  # (parent, slot) of lists to turn back into tuples, parents first
+    while stack:
+        source, parent, slot, depth = stack.pop()
+        if dataclasses.is_dataclass(source) and not isinstance(source, type):
+            source = {field.name: getattr(source, field.name) for field in dataclasses.fields(source)}
+        if not isinstance(source, Mapping | list | tuple):
+            parent[slot] = _scalar(source)
+        elif depth >= max_nesting:
+            parent[slot] = TOO_DEEP
+        elif isinstance(source, Mapping):
+            out: dict[Any, Any] = {}
+            for key, item in source.items():
+                safe_key = _scalar(key) if isinstance(key, int | str) else str(key)
+                out[safe_key] = None
+                stack.append((item, out, safe_key, depth + 1))
+            parent[slot] = out
+        else:
+            items: list[Any] = [None] * len(source)
+            stack.extend((item, items, index, depth + 1) for index, item in enumerate(source))
+            parent[slot] = items
+            if isinstance(source, tuple):
+                tuples.append((parent, slot))
+    for parent, slot in reversed(tuples):  # children before their parents
+        parent[slot] = tuple(parent[slot])
+    return root[0]
+
+
 def dumps_document(document: dict[str, Any]) -> bytes:
-    """UTF-8 JSON; rank-keyed maps get string keys; numpy arrays serialise natively."""
-    return orjson.dumps(
-        document,
-        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
-        default=_default,
-    )
+    """UTF-8 JSON; rank-keyed maps get string keys; numpy arrays serialise natively.
+
+    A document built elsewhere that orjson refuses is made :func:`json_safe` first.
+    """
+    option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    try:
+        return orjson.dumps(document, option=option, default=_default)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(json_safe(document), option=option, default=_default)
 
 
 def _default(value: Any) -> Any:

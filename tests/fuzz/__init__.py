@@ -1,0 +1,1 @@
+"""Mutation fuzzing of the engine over stormlog-written artifacts (issue 7, point 1)."""

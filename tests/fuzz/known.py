@@ -1,0 +1,73 @@
+"""Failures the fuzzer finds today whose fix belongs to the loader, each with its reproducer.
+
+Every entry names the strict-xfail test of tests/stormwatch/test_fuzz_regressions.py
+that reproduces it. The CI fuzz run and the property tests pass over these (and
+fail on anything else); ``bench/fuzz.py`` reports them apart from new failures.
+When the loader is fixed, the reproducer passes, strict xfail fails it, and the
+reproducer's mark and its entry here are removed together.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fuzz.harness import Failure, Outcome
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Known:
+    """Failures of ``kind`` whose innermost engine frame starts with ``where`` and whose
+    detail holds ``detail`` (``trace`` for a dead worker's stack); optionally only on
+    targets ending with ``target`` or mutation notes holding ``note``."""
+
+    test: str
+    kind: str
+    where: str = ""
+    detail: str = ""
+    trace: str = ""
+    target: str = ""
+    note: str = ""
+
+    def matches(self, outcome: Outcome, failure: Failure) -> bool:
+        return (failure.kind == self.kind and failure.where.startswith(self.where) and self.detail in failure.detail
+                and self.trace in failure.trace and outcome.case.target.endswith(self.target)
+                and self.note in outcome.note)
+
+
+_REGRESSIONS = "tests/stormwatch/test_fuzz_regressions.py::"
+KNOWN = (
+    Known(_REGRESSIONS + "test_lone_surrogate_escape_in_a_string", "crash",
+          "stormwatch/frame.py:frame_from_columns", "UnicodeEncodeError"),
+    Known(_REGRESSIONS + "test_bundle_integers_beyond_64_bits", "crash",
+          "stormwatch/frame.py:frame_from_columns", "OverflowError"),
+    Known(_REGRESSIONS + "test_bundle_manifest_job_id_that_is_not_a_string", "crash",
+          "stormwatch/sessions.py:synthesize_rank_groups", "unhashable type"),
+    Known(_REGRESSIONS + "test_jsonl_with_cr_only_line_endings_is_reported", "silent_loss", note="CR-only"),
+    Known(_REGRESSIONS + "test_timeline_lists_of_unequal_length_are_reported", "silent_loss",
+          target="telemetry_timeline.json"),
+    Known(_REGRESSIONS + "test_timeline_with_a_byte_order_mark_loads", "lossy", target="telemetry_timeline.json",
+          note="BOM prefix"),
+    Known(_REGRESSIONS + "test_bad_bundle_manifest_is_named", "misattributed_loss", target="bundle/manifest.json"),
+)
+
+
+def known_issue(outcome: Outcome, failure: Failure) -> Known | None:
+    return next((known for known in KNOWN if known.matches(outcome, failure)), None)
+
+
+def new_failures(outcome: Outcome) -> list[Failure]:
+    return [failure for failure in outcome.failures if known_issue(outcome, failure) is None]
+
+
+def known_exception(exc: BaseException) -> Known | None:
+    """The known crash an exception raised by the loader is, if any (for the property tests)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(_REPO / "stormwatch"))]
+    if not frames:
+        return None
+    where = f"{Path(frames[-1].filename).relative_to(_REPO)}:{frames[-1].name}"
+    text = f"{type(exc).__name__}: {exc}"
+    return next((k for k in KNOWN if k.kind == "crash" and where.startswith(k.where) and k.detail in text), None)
