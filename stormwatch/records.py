@@ -275,7 +275,15 @@ def resolve_session_id(record: Mapping[str, Any], metadata: Mapping[str, Any], d
 
 
 def check_values(values: Mapping[str, Any], *, nullable_core: bool) -> None:
-    """Range and cross-field rules every canonical event obeys (stormlog's validator)."""
+    """Range and cross-field rules every canonical event obeys (stormlog's validator), and
+    strings that are valid Unicode (a ``\\udfff`` escape decodes to a lone surrogate)."""
+    for name in ("session_id", "event_type", "collector", "host", "context", "job_id"):
+        text = values.get(name)
+        if isinstance(text, str) and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecordError(f"{name} holds an unpaired surrogate (not valid Unicode)") from None
     if values["timestamp_ns"] < 0:
         raise RecordError("timestamp_ns must be >= 0")
     if values["sampling_interval_ms"] < 0:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from stormwatch.combine import combine_events
 from stormwatch.ids import stable_legacy_session_id
+from stormwatch.records import INT64_MAX, INT64_MIN
 
 
 class SessionStatus(StrEnum):
@@ -89,22 +90,32 @@ def summary_from_mapping(payload: Mapping[str, Any]) -> SessionSummary:
     host = payload.get("host")
     if not isinstance(host, str) or not host.strip():
         raise ValueError("host must be a non-empty string")
+    job_id = payload.get("job_id")
+    if job_id is not None and not isinstance(job_id, str):
+        raise ValueError("job_id must be a string")
     try:
         return SessionSummary(
             session_id=session_id,
             status=status,
-            started_at_ns=int(started),
-            ended_at_ns=None if ended is None else int(ended),
+            started_at_ns=_int64(started, "started_at_ns"),
+            ended_at_ns=None if ended is None else _int64(ended, "ended_at_ns"),
             host=host,
-            pid=int(payload.get("pid", -1)),
-            job_id=payload.get("job_id"),
-            rank=int(payload.get("rank", 0)),
-            local_rank=int(payload.get("local_rank", 0)),
-            world_size=max(1, int(payload.get("world_size", 1))),
+            pid=_int64(payload.get("pid", -1), "pid"),
+            job_id=job_id,
+            rank=_int64(payload.get("rank", 0), "rank"),
+            local_rank=_int64(payload.get("local_rank", 0), "local_rank"),
+            world_size=max(1, _int64(payload.get("world_size", 1), "world_size")),
             source=source,
         )
     except (TypeError, OverflowError) as exc:
         raise ValueError(str(exc)) from exc
+
+
+def _int64(value: Any, name: str) -> int:
+    number = int(value)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"{name} is out of the 64-bit range")
+    return number
 
 
 def infer_summary(session_id: str, events: pd.DataFrame, *, source: str) -> SessionSummary:

@@ -76,7 +76,12 @@ def _hint(value: Any, *, minimum: int) -> int | None:
         number = int(value)
     except (TypeError, ValueError, OverflowError):
         return None
+    if number > _LARGEST_RANK:
+        return None  # no real rank; taken as absent, so the path or the allocator decides
     return number if number >= minimum else None
+
+
+_LARGEST_RANK = 2**62  # rank + 1 and world sizes derived from it must stay within int64
 
 
 def _first_hint(payload: Mapping[str, Any], name: str, *, minimum: int) -> int | None:

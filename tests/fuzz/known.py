@@ -40,12 +40,6 @@ class Known:
 
 _REGRESSIONS = "tests/stormwatch/test_fuzz_regressions.py::"
 KNOWN = (
-    Known(_REGRESSIONS + "test_lone_surrogate_escape_in_a_string", "crash",
-          "stormwatch/frame.py:frame_from_columns", "UnicodeEncodeError"),
-    Known(_REGRESSIONS + "test_bundle_integers_beyond_64_bits", "crash",
-          "stormwatch/frame.py:frame_from_columns", "OverflowError"),
-    Known(_REGRESSIONS + "test_bundle_manifest_job_id_that_is_not_a_string", "crash",
-          "stormwatch/sessions.py:synthesize_rank_groups", "unhashable type"),
     Known(_REGRESSIONS + "test_jsonl_with_cr_only_line_endings_is_reported", "silent_loss", note="CR-only"),
     Known(_REGRESSIONS + "test_timeline_lists_of_unequal_length_are_reported", "silent_loss",
           target="telemetry_timeline.json"),

@@ -177,8 +177,6 @@ def test_jsonl_starting_with_two_byte_order_marks() -> None:
     _assert_reported(loaded, "events.jsonl", total=len(records))
 
 
-@pytest.mark.xfail(strict=True, reason="UnicodeEncodeError in frame.py frame_from_columns: a lone surrogate "
-                                       "escape (\\udfff) decoded by the stdlib fallback reaches Arrow; " + LOADER)
 @pytest.mark.parametrize("key", ["events.jsonl", "events.json"])
 def test_lone_surrogate_escape_in_a_string(key: str) -> None:
     records = [b.make_v4_record(timestamp_ns=b.START_NS + i, capabilities=b.CPU_CAPABILITIES) for i in range(3)]
@@ -187,9 +185,6 @@ def test_lone_surrogate_escape_in_a_string(key: str) -> None:
     _assert_reported(_load({key: text.encode()}), key, total=len(records))
 
 
-@pytest.mark.xfail(strict=True, reason="OverflowError in frame.py frame_from_columns: a bundle's integers beyond "
-                                       "64 bits (manifest pid, payload rank) are not range-checked "
-                                       "(formats/timeline.py, sessions.py); " + LOADER)
 @pytest.mark.parametrize(("key", "path", "value"), [("bundle/manifest.json", ("session", "pid"), 2**64),
                                                     ("bundle/telemetry_timeline.json", ("rank",), 2**63)])
 def test_bundle_integers_beyond_64_bits(tmp_path: Path, key: str, path: tuple[str, ...], value: int) -> None:
@@ -200,9 +195,6 @@ def test_bundle_integers_beyond_64_bits(tmp_path: Path, key: str, path: tuple[st
     _assert_reported(_load(_edit_json(_bundle(tmp_path), key, edit)), key, total=3)
 
 
-@pytest.mark.xfail(strict=True, reason="TypeError 'unhashable type' in sessions.py synthesize_rank_groups: a "
-                                       "manifest session's job_id that is an object or array is taken as it is "
-                                       "(sessions.py summary_from_mapping); " + LOADER)
 @pytest.mark.parametrize("job_id", [{"a": 1}, ["a"]])
 def test_bundle_manifest_job_id_that_is_not_a_string(tmp_path: Path, job_id: object) -> None:
     """Found as ``session.job_id`` nested 300 deep (fuzz case 593, seed 0): any object or array does it."""
@@ -271,8 +263,8 @@ def _rendered(files: Mapping[str, bytes]) -> dict:
 def test_manifest_integers_beyond_64_bits_serialise(tmp_path: Path) -> None:
     """Was: orjson 'Integer exceeds 64-bit range' in model_json() (fixed in modeljson.py)."""
     files = _edit_json(_bundle(tmp_path), "bundle/manifest.json", lambda doc: doc["session"].update(ended_at_ns=2**64))
-    (session,) = _rendered(files)["sessions"]
-    assert session["ended_at_ns"] == str(2**64) and session["events"] == 3
+    (session,) = _rendered(files)["sessions"]  # the manifest is refused (out of range); the timeline still loads
+    assert isinstance(session["ended_at_ns"], int) and session["events"] == 3
 
 
 @pytest.mark.parametrize("depth", [300, 900])
