@@ -183,7 +183,7 @@ def read_timeline(
 ) -> TimelineResult | str:
     """Sample rows of a bundle, or the reason it has none (a warning text)."""
     try:
-        payload = parse_json_value(data)
+        payload = parse_json_value(data.removeprefix(b"\xef\xbb\xbf"))  # a BOM, as JSON exports allow
     except (ValueError, UnicodeDecodeError) as exc:
         return f"Failed to read timeline payload {label}: {exc}"
     if not isinstance(payload, Mapping):
@@ -217,12 +217,17 @@ def read_timeline(
             source="stormlog.diagnose.timeline",
         )
     rows, problems = _sample_rows(stamps, allocated, reserved, count, summary)
+    lengths = (len(stamps), len(allocated), len(reserved))
+    uneven = [] if len(set(lengths)) == 1 else [
+        f"{label}: timeline lists of unequal length (timestamps {lengths[0]}, allocated {lengths[1]}, "
+        f"reserved {lengths[2]}); samples past the shortest ({count}) are ignored"
+    ]
     note = (
         "Synthesized telemetry events from telemetry_timeline.json; "
         f"assigned rank={context.rank} world_size={context.world_size} "
         f"(source={context.source}, session_id={summary.session_id}, status={summary.status})."
     )
-    return TimelineResult(summary, rows, (*describe_problems(label, problems, where="sample"), note))
+    return TimelineResult(summary, rows, (*uneven, *describe_problems(label, problems, where="sample"), note))
 
 
 def _sample_rows(

@@ -41,10 +41,6 @@ class Known:
 _REGRESSIONS = "tests/stormwatch/test_fuzz_regressions.py::"
 KNOWN = (
     Known(_REGRESSIONS + "test_jsonl_with_cr_only_line_endings_is_reported", "silent_loss", note="CR-only"),
-    Known(_REGRESSIONS + "test_timeline_lists_of_unequal_length_are_reported", "silent_loss",
-          target="telemetry_timeline.json"),
-    Known(_REGRESSIONS + "test_timeline_with_a_byte_order_mark_loads", "lossy", target="telemetry_timeline.json",
-          note="BOM prefix"),
     Known(_REGRESSIONS + "test_bad_bundle_manifest_is_named", "misattributed_loss", target="bundle/manifest.json"),
 )
 

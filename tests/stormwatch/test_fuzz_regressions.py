@@ -227,16 +227,12 @@ def test_jsonl_with_cr_only_line_endings_is_reported() -> None:
                      total=len(records))
 
 
-@pytest.mark.xfail(strict=True, reason="timeline lists of unequal length are cut to the shortest without a "
-                                       "warning (formats/timeline.py read_timeline); " + LOADER)
 def test_timeline_lists_of_unequal_length_are_reported(tmp_path: Path) -> None:
     key = "bundle/telemetry_timeline.json"
     files = _edit_json(_bundle(tmp_path), key, lambda doc: doc["reserved"].pop())
     _assert_reported(_load(files), key, total=3)
 
 
-@pytest.mark.xfail(strict=True, reason="a BOM before telemetry_timeline.json rejects the bundle, while JSON, JSONL "
-                                       "and CSV exports accept one (formats/timeline.py read_timeline); " + LOADER)
 def test_timeline_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
     files = _bundle(tmp_path)
     key = "bundle/telemetry_timeline.json"
