@@ -69,7 +69,11 @@ class _RawLines:
         self._array: pa.Array | None = None
 
     def has_key(self, rows: np.ndarray, key: str) -> np.ndarray:
-        """For the given table rows, whether the raw line holds ``"key"``."""
+        """For the given table rows, whether the line's top-level object holds ``key``.
+
+        A substring search finds the candidates; those are parsed, because the same
+        name may be a key nested in ``metadata`` (a phase scope's ``"action"``, say).
+        """
         if rows.size == 0:
             return np.zeros(0, dtype=bool)
         if self._array is None:
@@ -77,7 +81,16 @@ class _RawLines:
             buffers = [None, pa.py_buffer(offsets), pa.py_buffer(self.data)]
             self._array = pa.LargeBinaryArray.from_buffers(pa.large_binary(), self.lines.count, buffers)
         taken = self._array.take(pa.array(self.positions[rows]))
-        return np.asarray(pc.match_substring(taken, f'"{key}"'))
+        found = np.asarray(pc.match_substring(taken, f'"{key}"'), dtype=bool)
+        starts, ends = self.lines.starts, self.lines.ends
+        for index in np.flatnonzero(found).tolist():
+            line = self.positions[rows[index]]
+            try:
+                record = parse_json_value(self.data[starts[line] : ends[line]])
+            except (ValueError, UnicodeDecodeError):
+                continue  # unreadable: keep the conservative answer
+            found[index] = isinstance(record, dict) and key in record
+        return found
 
     def metadata(self, rows: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, str]]]:
         """The metadata ``dict`` of the given rows, parsed from their lines (None elsewhere),

@@ -205,9 +205,6 @@ def test_bundle_manifest_job_id_that_is_not_a_string(tmp_path: Path, job_id: obj
     _assert_reported(_load(files), "bundle/manifest.json", total=3)
 
 
-@pytest.mark.xfail(strict=True, reason="a null unknown field on one line rejects valid lines whose metadata holds "
-                                       "a key of that name: the raw-line search for the quoted key also matches "
-                                       "nested keys (formats/columnar.py _RawLines.has_key); " + LOADER)
 def test_unknown_null_field_rejects_only_its_own_line() -> None:
     """Found by test_fuzz.py::test_jsonl_records_of_any_values (``{"action": null}`` after a phase record)."""
     records = b.timeline_records(samples=2, phases=b.DEFAULT_PHASES[:1], session_id="s-1")
