@@ -151,6 +151,8 @@ def nightly_audit(
     fail_on: str = "never",
     preset: str = "medium",
     max_job_bytes: int | None = None,
+    max_artifact_bytes: int | None = None,
+    max_events: int | None = None,
     progress: bool = False,
     report_base_url: str | None = None,
     notify_on: str = "critical",
@@ -163,7 +165,8 @@ def nightly_audit(
     """Audit every job under ``storage`` (a folder or ``s3://bucket/prefix``)."""
     logger = get_run_logger()
     settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
-    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset), force=force,
+    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset, max_artifact_bytes=max_artifact_bytes,
+                                                 max_events=max_events), force=force,
                            max_bytes=max_job_bytes, report_base_url=report_base_url)
     notify = notify_settings(notify_on=notify_on, digest=digest, email_to=email_to, email_from=email_from,
                              slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)

@@ -27,6 +27,10 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="medium", choices=["low", "medium", "high"])
     parser.add_argument("--max-job-bytes", type=int, default=None, metavar="N",
                         help="refuse (fail) a job whose inputs add up to more than N bytes")
+    parser.add_argument("--max-artifact-bytes", type=int, default=None, metavar="N",
+                        help="skip (with a warning) any artifact larger than N bytes, unread (default 1 GiB)")
+    parser.add_argument("--max-events", type=int, default=None, metavar="N",
+                        help="fail a job holding more than N events; the others continue (default 50,000,000)")
     parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
     parser.add_argument("--report-base-url", default=None, metavar="URL",
                         help="http(s) address where reports/ is served, for links in notifications")
@@ -105,6 +109,15 @@ def hand_secrets_to_environment(args: argparse.Namespace) -> None:
             os.environ[variable] = value
 
 
+def limit_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The per-job caps as flow parameters (validated, so a bad value is a usage error here)."""
+    from stormwatch.limits import LoadLimits
+
+    caps = {"max_artifact_bytes": args.max_artifact_bytes, "max_events": args.max_events}
+    LoadLimits(**{name: value for name, value in caps.items() if value is not None})
+    return caps
+
+
 def notify_parameters(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "report_base_url": args.report_base_url,
@@ -121,6 +134,11 @@ def run_audit(args: argparse.Namespace) -> int:
     if not storage:
         print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
         return 2
+    try:
+        limits = limit_parameters(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     prefect_env.configure(verbose=args.verbose)
     hand_secrets_to_environment(args)
     from flows.audit import nightly_audit
@@ -128,7 +146,7 @@ def run_audit(args: argparse.Namespace) -> int:
     flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
     result = flow(storage=storage, endpoint_url=args.endpoint_url, force=args.force, fail_on=args.fail_on,
                   preset=args.preset, max_job_bytes=args.max_job_bytes, progress=True, digest=args.digest,
-                  **notify_parameters(args))
+                  **limits, **notify_parameters(args))
     print_audit(result)
     return int(result["exit_code"])
 
@@ -138,10 +156,16 @@ def run_serve(args: argparse.Namespace) -> int:
     if not storage:
         print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
         return 2
+    try:
+        limits = limit_parameters(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     prefect_env.configure(verbose=args.verbose)
     hand_secrets_to_environment(args)
     from flows.deployments import serve_deployments
 
+    # The caps travel with the other non-secret flow parameters of both deployments.
     serve_deployments(storage=storage, endpoint_url=args.endpoint_url, cron=args.cron, timezone=args.timezone,
-                      fail_on=args.fail_on, preset=args.preset, **notify_parameters(args))
+                      fail_on=args.fail_on, preset=args.preset, **limits, **notify_parameters(args))
     return 0

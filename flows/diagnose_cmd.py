@@ -2,7 +2,8 @@
 
 Writes ``OUT/model.json`` and ``OUT/report.html`` (self-contained), prints a
 short summary and returns the documented exit code: 0 clean, 3 findings at or
-above ``--fail-on``, 2 usage, 5 nothing loadable.
+above ``--fail-on``, 2 usage, 5 nothing loadable, 1 a job over ``--max-events``
+(or another error). An artifact over ``--max-artifact-bytes`` is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from reports.render import render_job
 from stormwatch import SessionNotFoundError
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.diagnose import DiagnoseOptions, Diagnosis, default_job_id, diagnose
+from stormwatch.limits import DEFAULT_LIMITS, JobLimitError
 from stormwatch.model import AnomalyIndicator
 from stormwatch.modeljson import format_ranks
 from stormwatch.ranks import RankFilterError
 from stormwatch.severity import FailOn
 
+EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
@@ -32,7 +35,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="diagnose one job and write model.json",
         description="Diagnose one job. One folder SOURCE is a job folder (every rank under it is one job); "
         "several SOURCEs are stormlog's path list. Exit codes: 0 clean, 3 findings at or above --fail-on, "
-        "2 usage, 5 nothing loadable, 1 other error.",
+        "2 usage, 5 nothing loadable, 1 a job over --max-events or another error.",
     )
     parser.add_argument("sources", nargs="+", metavar="SOURCE")
     parser.add_argument("--out", default=None, help="output folder (default: ./stormwatch-out/<job id>)")
@@ -44,7 +47,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--fail-on", default=FailOn.NEVER.value, choices=[item.value for item in FailOn])
     parser.add_argument("--preset", default=CollectivePreset.MEDIUM.value,
                         choices=[item.value for item in CollectivePreset], help="collective attribution preset")
+    limit_arguments(parser)
     parser.set_defaults(run=run)
+
+
+def limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-artifact-bytes`` and ``--max-events`` (validated by :class:`~stormwatch.limits.LoadLimits`)."""
+    parser.add_argument("--max-artifact-bytes", type=int, default=None, metavar="N",
+                        help="skip (with a warning) any artifact larger than N bytes "
+                        f"(default {DEFAULT_LIMITS.max_artifact_bytes})")
+    parser.add_argument("--max-events", type=int, default=None, metavar="N",
+                        help=f"fail a job holding more than N events (default {DEFAULT_LIMITS.max_events})")
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -93,18 +106,24 @@ def summary_lines(diagnosis: Diagnosis, written: list[Path]) -> list[str]:
     return lines
 
 
-def _fetch_s3(uri: str, *, endpoint_url: str | None) -> tuple[Any, list[Any]]:
-    """Read every object under an S3 prefix into memory (imports boto3, never Prefect)."""
+def _fetch_s3(uri: str, *, endpoint_url: str | None, max_artifact_bytes: int) -> tuple[Any, list[Any]]:
+    """Read every object under an S3 prefix into memory (imports boto3, never Prefect),
+    except objects over ``max_artifact_bytes``, which the loader then names in a warning."""
     from tasks.s3 import S3Storage
     from tasks.storage import StorageSettings
 
-    return S3Storage(StorageSettings(uri=uri, endpoint_url=endpoint_url)).fetch_prefix()
+    storage = S3Storage(StorageSettings(uri=uri, endpoint_url=endpoint_url))
+    return storage.fetch_prefix(max_artifact_bytes=max_artifact_bytes)
 
 
 def run(args: argparse.Namespace) -> int:
-    options = DiagnoseOptions(
-        ranks=args.ranks, session_id=args.session, fail_on=FailOn(args.fail_on), preset=CollectivePreset(args.preset)
-    )
+    try:
+        options = DiagnoseOptions.parse(ranks=args.ranks, session_id=args.session, fail_on=args.fail_on,
+                                        preset=args.preset, max_artifact_bytes=args.max_artifact_bytes,
+                                        max_events=args.max_events)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     remote = [source for source in args.sources if source.startswith("s3://")]
     if remote and len(args.sources) > 1:
         print("error: an s3:// SOURCE is a job folder and must be the only SOURCE", file=sys.stderr)
@@ -116,10 +135,14 @@ def run(args: argparse.Namespace) -> int:
     job_id = args.job_id or (remote[0].rstrip("/").rsplit("/", 1)[-1] if remote else default_job_id(args.sources))
     try:
         if remote:
-            tree, entries = _fetch_s3(remote[0], endpoint_url=args.endpoint_url)
+            tree, entries = _fetch_s3(remote[0], endpoint_url=args.endpoint_url,
+                                      max_artifact_bytes=options.limits.max_artifact_bytes)
             diagnosis = diagnose(tree, job_id=job_id, source_name=remote[0], options=options, entries=entries)
         else:
             diagnosis = diagnose(args.sources, job_id=job_id, source_name=", ".join(args.sources), options=options)
+    except JobLimitError as exc:
+        print(f"error: job {job_id} not diagnosed: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except (SessionNotFoundError, RankFilterError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

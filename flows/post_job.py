@@ -32,6 +32,8 @@ def post_job(
     fail_on: str = "never",
     preset: str = "medium",
     max_job_bytes: int | None = None,
+    max_artifact_bytes: int | None = None,
+    max_events: int | None = None,
     report_base_url: str | None = None,
     notify_on: str = "critical",
     email_to: str | None = None,
@@ -52,7 +54,8 @@ def post_job(
         row = failed_row(job_id, status=JobStatus.REFUSED, error=str(exc))
         return {"job": row.as_json(), "exit_code": 2}
     settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
-    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset), force=force,
+    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset, max_artifact_bytes=max_artifact_bytes,
+                                                 max_events=max_events), force=force,
                            max_bytes=max_job_bytes, report_base_url=report_base_url)
     notify = notify_settings(notify_on=notify_on, digest=False, email_to=email_to, email_from=email_from,
                              slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load import LoadResult, load_artifacts
 from stormwatch.model import DiagnosticsModel, build_model, expected_ranks
 from stormwatch.modeljson import Verdict, decide_verdict, dumps_document, input_fingerprint, model_document
@@ -26,24 +27,43 @@ ENGINE_VERSION = "0.1.0"
 
 @dataclass(frozen=True)
 class DiagnoseOptions:
-    """How to diagnose: rank filter expression, session, failure threshold, collective preset."""
+    """How to diagnose: rank filter expression, session, failure threshold, collective preset,
+    and the job's load caps (see :class:`~stormwatch.limits.LoadLimits`)."""
 
     ranks: str | None = None
     session_id: str | None = None
     fail_on: FailOn = FailOn.NEVER
     preset: CollectivePreset = CollectivePreset.MEDIUM
+    limits: LoadLimits = DEFAULT_LIMITS
 
     @classmethod
     def parse(
-        cls, *, ranks: str | None = None, session_id: str | None = None, fail_on: str = "never", preset: str = "medium"
+        cls,
+        *,
+        ranks: str | None = None,
+        session_id: str | None = None,
+        fail_on: str = "never",
+        preset: str = "medium",
+        max_artifact_bytes: int | None = None,
+        max_events: int | None = None,
     ) -> DiagnoseOptions:
-        """From command-line or flow-parameter strings; ValueError names a bad value."""
-        return cls(ranks, session_id, FailOn(fail_on.strip().lower()), CollectivePreset(preset.strip().lower()))
+        """From command-line or flow-parameter strings; ValueError names a bad value.
+        ``None`` caps take the defaults of :class:`~stormwatch.limits.LoadLimits`."""
+        caps = {"max_artifact_bytes": max_artifact_bytes, "max_events": max_events}
+        limits = LoadLimits(**{name: value for name, value in caps.items() if value is not None})
+        return cls(ranks, session_id, FailOn(fail_on.strip().lower()), CollectivePreset(preset.strip().lower()),
+                   limits)
 
-    def recorded(self) -> dict[str, str | None]:
-        """What changes the model (``fail_on`` does not): stored in model.json as ``options``."""
-        return {"ranks": self.ranks, "session_id": self.session_id, "preset": self.preset.value,
-                "engine_version": ENGINE_VERSION}
+    def recorded(self) -> dict[str, str | int | None]:
+        """What changes the model (``fail_on`` does not): stored in model.json as ``options``.
+        Caps appear only when they differ from the defaults (older documents stay comparable)."""
+        recorded: dict[str, str | int | None] = {"ranks": self.ranks, "session_id": self.session_id,
+                                                 "preset": self.preset.value, "engine_version": ENGINE_VERSION}
+        if self.limits.max_artifact_bytes != DEFAULT_LIMITS.max_artifact_bytes:
+            recorded["max_artifact_bytes"] = self.limits.max_artifact_bytes
+        if self.limits.max_events != DEFAULT_LIMITS.max_events:
+            recorded["max_events"] = self.limits.max_events
+        return recorded
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,12 +107,13 @@ def diagnose(
     """Load ``source`` (local paths or a tree), diagnose it, and build its model.json document.
 
     Raises :class:`~stormwatch.load.SessionNotFoundError` for an unknown session
-    and :class:`~stormwatch.ranks.RankFilterError` for a malformed rank filter;
-    bad artifacts never raise (they become warnings).
+    :class:`~stormwatch.ranks.RankFilterError` for a malformed rank filter and
+    :class:`~stormwatch.limits.JobLimitError` for a job over ``options.limits.max_events``;
+    bad or oversized artifacts never raise (they become warnings).
     """
     if entries is None:
         entries = source.entries() if not isinstance(source, Sequence) else local_entries(source)
-    loaded = load_artifacts(source, session_id=options.session_id)
+    loaded = load_artifacts(source, session_id=options.session_id, limits=options.limits)
     selected = None
     if options.ranks:
         events = loaded.events

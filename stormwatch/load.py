@@ -24,6 +24,7 @@ import pandas as pd
 from stormwatch.discover import Unit, discover, unit_for_file
 from stormwatch.formats.timeline import RankAllocator
 from stormwatch.frame import empty_frame
+from stormwatch.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.markers import TimelineMarker, derive_markers
 from stormwatch.sessions import (
     Accumulator,
@@ -35,7 +36,7 @@ from stormwatch.sessions import (
     unique,
 )
 from stormwatch.tree import ArtifactTree, LocalTree
-from stormwatch.units import UnitResult, load_unit, needs_allocator, register_ranks
+from stormwatch.units import Reading, UnitResult, load_unit, needs_allocator, register_ranks
 
 #: Units parsed at once. Arrow parses each on its own thread pool (one thread per
 #: core) without the GIL, so more units than cores are in flight: while one unit's
@@ -71,28 +72,55 @@ class _State:
     candidates: set[str]
     warnings: list[str]
     allocator: RankAllocator
+    limits: LoadLimits
+    events: int = 0  # events loaded so far, across every unit of the job
+
+    def count(self, result: UnitResult) -> None:
+        """Add a unit's events to the job's total; :class:`~stormwatch.limits.JobLimitError` past ``max_events``."""
+        self.events += sum(len(part.events) for part in result.parts)
+        self.limits.check_events(self.events, where="job")
 
 
-def _load_units(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]]) -> Iterator[UnitResult]:
-    """Results in input order. Units that cannot need a free rank are parsed ahead on
-    threads (Arrow and numpy release the GIL); bundles wait for every earlier
-    unit's ranks to be registered, as stormlog's sequential loader would."""
-    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+def _reading(state: _State, tree: ArtifactTree, *, listed: bool) -> Reading:
+    """Sizes from the tree's listing when it was listed anyway (else local files are stat-ed)."""
+    sizes = {entry.key: entry.size_bytes for entry in tree.entries()} if listed else None
+    return Reading(state.limits, sizes)
+
+
+def _load_units(
+    state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *, listed: bool = True
+) -> Iterator[UnitResult]:
+    """Results in input order, each counted against ``max_events``. Units that cannot
+    need a free rank are parsed ahead on threads (Arrow and numpy release the GIL);
+    bundles wait for every earlier unit's ranks to be registered, as stormlog's
+    sequential loader would. On :class:`~stormwatch.limits.JobLimitError` the units not yet started are cancelled."""
+    readings: dict[int, Reading] = {}
+    for tree, _ in inputs:
+        if id(tree) not in readings:
+            readings[id(tree)] = _reading(state, tree, listed=listed)
+    pool = ThreadPoolExecutor(max_workers=_WORKERS)
+    try:
         ahead = {
-            index: pool.submit(load_unit, tree, unit, allocator=None)
+            index: pool.submit(load_unit, tree, unit, allocator=None, reading=readings[id(tree)])
             for index, (tree, unit) in enumerate(inputs)
             if not needs_allocator(unit)
         }
         for index, (tree, unit) in enumerate(inputs):
             future = ahead.get(index)
-            result = future.result() if future is not None else load_unit(tree, unit, allocator=state.allocator)
+            if future is not None:
+                result = future.result()
+            else:
+                result = load_unit(tree, unit, allocator=state.allocator, reading=readings[id(tree)])
+            state.count(result)
             register_ranks(result.parts, state.allocator)
             yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]]) -> None:
+def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *, listed: bool = True) -> None:
     """Each unit as its own input (an explicit file, or an artifact of a job folder)."""
-    for result in _load_units(state, inputs):
+    for result in _load_units(state, inputs, listed=listed):
         state.warnings.extend(result.warnings)
         if result.legacy_flat:
             state.legacy.extend(result.parts)
@@ -145,13 +173,13 @@ def _finish(state: _State, session_id: str | None) -> LoadResult:
     )
 
 
-def _new_state() -> _State:
-    return _State(Accumulator(), [], set(), [], RankAllocator())
+def _new_state(limits: LoadLimits) -> _State:
+    return _State(Accumulator(), [], set(), [], RankAllocator(), limits)
 
 
-def load_tree(tree: ArtifactTree, session_id: str | None = None) -> LoadResult:
-    """Load a job folder given as an artifact tree (local folder, S3 objects ...)."""
-    state = _new_state()
+def load_tree(tree: ArtifactTree, session_id: str | None = None, *, limits: LoadLimits = DEFAULT_LIMITS) -> LoadResult:
+    """Load a job folder given as an artifact tree (local folder, S3 objects ...), within ``limits``."""
+    state = _new_state(limits)
     units = discover(tree)
     if not units:
         state.warnings.append(f"No telemetry artifacts found under {tree.identity('')}")
@@ -159,26 +187,31 @@ def load_tree(tree: ArtifactTree, session_id: str | None = None) -> LoadResult:
     return _finish(state, session_id)
 
 
-def load_artifacts(paths: Sequence[str | Path] | ArtifactTree, session_id: str | None = None) -> LoadResult:
+def load_artifacts(
+    paths: Sequence[str | Path] | ArtifactTree, session_id: str | None = None, *, limits: LoadLimits = DEFAULT_LIMITS
+) -> LoadResult:
     """Load telemetry from files and folders (see module doc for path semantics).
 
-    Never raises for bad input, which becomes warnings; raises
-    :class:`SessionNotFoundError` when ``session_id`` is given and absent.
+    Never raises for bad input, which becomes warnings: an artifact over
+    ``limits.max_artifact_bytes`` is skipped unread, with a warning naming its
+    size and the cap. Raises :class:`SessionNotFoundError` when ``session_id``
+    is given and absent, and :class:`~stormwatch.limits.JobLimitError` (a
+    ``ValueError``) when the job holds more than ``limits.max_events`` events.
     """
     if not isinstance(paths, Sequence) or isinstance(paths, str | Path):
         if isinstance(paths, str | Path):
             paths = [paths]
         else:
-            return load_tree(paths, session_id)
+            return load_tree(paths, session_id, limits=limits)
     resolved = [Path(p).expanduser().resolve() for p in paths]
     existing = [p for p in resolved if p.exists()]
     if len(resolved) == 1 and existing and existing[0].is_dir():
-        return load_tree(LocalTree(existing[0]), session_id)
-    state = _new_state()
+        return load_tree(LocalTree(existing[0]), session_id, limits=limits)
+    state = _new_state(limits)
     files: list[tuple[ArtifactTree, Unit]] = []  # consecutive files, loaded together
 
     def flush() -> None:
-        _single_inputs(state, files)
+        _single_inputs(state, files, listed=False)
         files.clear()
 
     for path in resolved:

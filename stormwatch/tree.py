@@ -8,11 +8,12 @@ session-less artifacts, so for local files it equals what stormlog derives.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,13 @@ class ArtifactTree(Protocol):
     def exists(self, key: str) -> bool: ...
 
     def identity(self, key: str) -> str: ...
+
+
+@runtime_checkable
+class StreamingTree(Protocol):
+    """A tree that can also hand out an artifact as a binary stream (for chunked parsing)."""
+
+    def open(self, key: str) -> BinaryIO: ...
 
 
 class LocalTree:
@@ -76,6 +84,17 @@ class LocalTree:
     def read(self, key: str) -> bytes:
         return (self.root / key).read_bytes()
 
+    def open(self, key: str) -> BinaryIO:
+        """The file as a buffered binary stream; the caller closes it."""
+        return (self.root / key).open("rb")
+
+    def size_bytes(self, key: str) -> int | None:
+        """The file's size from ``stat`` (no byte read), ``None`` when it cannot be stat'ed."""
+        try:
+            return (self.root / key).stat().st_size
+        except OSError:
+            return None
+
     def exists(self, key: str) -> bool:
         return (self.root / key).is_file()
 
@@ -84,24 +103,44 @@ class LocalTree:
 
 
 class MemoryTree:
-    """An in-memory tree (key -> bytes), e.g. objects fetched from S3 by the caller."""
+    """An in-memory tree (key -> bytes), e.g. objects fetched from S3 by the caller.
+
+    ``withheld`` lists objects that exist but were not fetched (key -> size in
+    bytes, e.g. over the artifact cap): they appear in ``entries`` with their
+    size, so the loader skips them with a warning naming the size, but cannot be read.
+    """
 
     def __init__(
-        self, objects: dict[str, bytes], *, name: str = "memory", versions: dict[str, str] | None = None
+        self,
+        objects: dict[str, bytes],
+        *,
+        name: str = "memory",
+        versions: dict[str, str] | None = None,
+        withheld: dict[str, int] | None = None,
     ) -> None:
         self._objects = dict(objects)
         self._name = name
         self._versions = versions or {}
+        self._withheld = dict(withheld or {})
 
     @property
     def root_name(self) -> str:
         return self._name.rstrip("/").rsplit("/", 1)[-1]
 
     def entries(self) -> Sequence[Entry]:
-        return [Entry(key, len(data), self._versions.get(key, "")) for key, data in sorted(self._objects.items())]
+        sizes = {**self._withheld, **{key: len(data) for key, data in self._objects.items()}}
+        return [Entry(key, size, self._versions.get(key, "")) for key, size in sorted(sizes.items())]
 
     def read(self, key: str) -> bytes:
         return self._objects[key]
+
+    def open(self, key: str) -> BinaryIO:
+        return io.BytesIO(self._objects[key])
+
+    def size_bytes(self, key: str) -> int | None:
+        if key in self._objects:
+            return len(self._objects[key])
+        return self._withheld.get(key)
 
     def exists(self, key: str) -> bool:
         return key in self._objects

@@ -8,6 +8,7 @@ inferred from the events), and warnings that name the file and line.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,13 +18,14 @@ from stormwatch.combine import combine_events, sort_events
 from stormwatch.discover import Unit, UnitKind
 from stormwatch.formats.csvfile import read_csv
 from stormwatch.formats.jsonfile import NotTelemetryError, read_json
-from stormwatch.formats.jsonl import read_jsonl
+from stormwatch.formats.jsonl import ParsedEvents, read_jsonl, read_jsonl_stream
 from stormwatch.formats.sink import parse_manifest
 from stormwatch.formats.timeline import RankAllocator, TimelineResult, read_timeline
 from stormwatch.frame import concat_frames, frame_from_rows
 from stormwatch.ids import stable_legacy_session_id
+from stormwatch.limits import LoadLimits
 from stormwatch.sessions import SessionPart, SessionSummary, infer_summary, summary_from_last_event
-from stormwatch.tree import ArtifactTree
+from stormwatch.tree import ArtifactTree, LocalTree, StreamingTree
 
 
 @dataclass(frozen=True)
@@ -56,17 +58,56 @@ def register_ranks(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> 
         allocator.max_world_size = max(allocator.max_world_size, int(part.events["world_size"].max()))
 
 
-def _load_sink(tree: ArtifactTree, unit: Unit) -> UnitResult:
-    manifest = parse_manifest(tree.read(unit.manifest)) if unit.manifest else None
+@dataclass(frozen=True)
+class Reading:
+    """How a unit is read: the job's caps, and the artifacts' sizes in bytes when the
+    caller knows them from a listing (else local files are ``stat``-ed)."""
+
+    limits: LoadLimits = LoadLimits()
+    sizes: Mapping[str, int] | None = None
+
+    def size_bytes(self, tree: ArtifactTree, key: str) -> int | None:
+        if self.sizes is not None and key in self.sizes:
+            return self.sizes[key]
+        return tree.size_bytes(key) if isinstance(tree, LocalTree) else None
+
+    def oversized(self, tree: ArtifactTree, key: str) -> str | None:
+        """The skip warning when ``key`` is over the artifact cap (checked before any read)."""
+        size = self.size_bytes(tree, key)
+        return None if size is None else self.limits.oversized_warning(tree.identity(key), size)
+
+
+def _read_segment(
+    tree: ArtifactTree, segment: str, reading: Reading, *, label: str, default_session_id: str
+) -> ParsedEvents:
+    """A JSONL segment; one larger than ``chunk_bytes`` is streamed when the tree can."""
+    size = reading.size_bytes(tree, segment)
+    chunk = reading.limits.chunk_bytes
+    if size is not None and size > chunk and isinstance(tree, StreamingTree):
+        with tree.open(segment) as stream:
+            return read_jsonl_stream(stream, label=label, default_session_id=default_session_id, chunk_bytes=chunk,
+                                     max_events=reading.limits.max_events)
+    return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id)
+
+
+def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
+    warnings: list[str] = []
+    skipped = reading.oversized(tree, unit.manifest) if unit.manifest else None
+    if skipped:
+        warnings.append(skipped)
+    manifest = parse_manifest(tree.read(unit.manifest)) if unit.manifest and not skipped else None
     hints = dict(manifest.segments) if manifest else {}
     fallback = stable_legacy_session_id(tree.identity(unit.key), "sink")
     frames: dict[str, list[pd.DataFrame]] = {}
     sources: dict[str, set[str]] = {}
-    warnings: list[str] = []
     for segment in unit.segments:
         identity = tree.identity(segment)
+        skipped = reading.oversized(tree, segment)
+        if skipped:
+            warnings.append(skipped)
+            continue
         hint = hints.get(posixpath.basename(segment)) or fallback
-        parsed = read_jsonl(tree.read(segment), label=identity, default_session_id=hint)
+        parsed = _read_segment(tree, segment, reading, label=identity, default_session_id=hint)
         warnings.extend(parsed.warnings)
         groups = _by_session(parsed.frame)
         for session_id, group in groups:
@@ -143,19 +184,28 @@ def needs_allocator(unit: Unit) -> bool:
     return unit.kind is UnitKind.TIMELINE or unit.timeline_fallback
 
 
-def load_unit(tree: ArtifactTree, unit: Unit, *, allocator: RankAllocator | None) -> UnitResult:
+def load_unit(
+    tree: ArtifactTree, unit: Unit, *, allocator: RankAllocator | None, reading: Reading = Reading()
+) -> UnitResult:
     """Sessions of one unit. Only bundles use ``allocator`` (to pick a free rank).
+
+    A JSON, CSV or bundle file over ``reading``'s artifact cap is skipped with a
+    warning (as is each such sink segment); big JSONL segments are read in chunks.
 
     Path segments for a bundle's rank are the unit's key parts below the tree
     root plus the root's own name (never anything above it). Thread-safe for
     units where :func:`needs_allocator` is false.
     """
     segments = [*reversed(unit.key.split("/")), tree.root_name]
+    if unit.kind is not UnitKind.SINK:
+        skipped = reading.oversized(tree, unit.key)
+        if skipped:
+            return UnitResult((), (skipped,))
     if unit.kind is UnitKind.TIMELINE:
         assert allocator is not None
         return _load_timeline(tree, unit, allocator, segments)
     if unit.kind is UnitKind.SINK:
-        return _load_sink(tree, unit)
+        return _load_sink(tree, unit, reading)
     if unit.kind is UnitKind.CSV:
         return _load_csv(tree, unit)
     return _load_json(tree, unit, allocator or RankAllocator(), segments)

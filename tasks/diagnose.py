@@ -36,7 +36,8 @@ HTML = "text/html; charset=utf-8"
 
 @dataclass(frozen=True)
 class AuditOptions:
-    """How each job of an audit is handled; ``max_bytes`` caps a job's total input size.
+    """How each job of an audit is handled; ``max_bytes`` caps a job's total input size
+    (the per-artifact and event caps are ``diagnose.limits``).
 
     ``report_base_url``: where ``reports/`` is served over http(s), for links in
     notifications (else links are the storage's own ``s3://`` or ``file://`` URIs).
@@ -105,7 +106,8 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
-    tree = storage.fetch_job(job_id, max_bytes=options.max_bytes)
+    tree = storage.fetch_job(job_id, max_bytes=options.max_bytes,
+                             max_artifact_bytes=options.diagnose.limits.max_artifact_bytes)
     diagnosis = diagnose(tree, job_id=job_id, source_name=storage.job_source(job_id), options=options.diagnose,
                          entries=entries)
     storage.write_report(model_json_key(job_id), diagnosis.model_json(), content_type="application/json")

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from stormwatch.tree import Entry
 from tasks.storage import (
@@ -82,13 +83,20 @@ class LocalJobTree:
     def entries(self) -> Sequence[Entry]:
         return self._entries
 
-    def read(self, key: str) -> bytes:
+    def _path(self, key: str) -> Path:
         if key not in self._keys:
             raise KeyError(key)
         path = self.root / key
         if not _inside(path, self.root):
             raise StorageError(f"input {path} now resolves outside its job folder")
-        return path.read_bytes()
+        return path
+
+    def read(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def open(self, key: str) -> BinaryIO:
+        """The input as a buffered binary stream (big JSONL is parsed from it in chunks)."""
+        return self._path(key).open("rb")
 
     def exists(self, key: str) -> bool:
         return key in self._keys
@@ -164,7 +172,11 @@ class LocalStorage:
                     found.append(Entry(path.relative_to(job_dir).as_posix(), info.st_size, str(info.st_mtime_ns)))
         return sorted(found, key=lambda entry: entry.key)
 
-    def fetch_job(self, job_id: str, *, max_bytes: int | None = None) -> LocalJobTree:
+    def fetch_job(
+        self, job_id: str, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+    ) -> LocalJobTree:
+        """The job's folder as a lazy tree; ``max_artifact_bytes`` needs no work here, since the
+        loader stats each file before reading it."""
         job_dir = self._job_dir(job_id)
         entries = self._entries(job_dir)
         check_size(job_id, entries, max_bytes)

@@ -167,30 +167,43 @@ class S3Storage:
             raise InputChangedError(f"{self._uri(key)}: read {len(data)} bytes, listed {entry.size_bytes}")
         return data
 
-    def fetch_job(self, job_id: str, *, max_bytes: int | None = None) -> MemoryTree:
+    def fetch_job(
+        self, job_id: str, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+    ) -> MemoryTree:
         """Every input read into memory, ``max_concurrency`` at a time, each read pinned to
-        the listed ETag so the bytes match the versions the fingerprint is built from."""
+        the listed ETag so the bytes match the versions the fingerprint is built from.
+        An object over ``max_artifact_bytes`` is not downloaded: the tree lists it as
+        withheld, with its size, and the loader skips it with a warning."""
         entries = self.job_entries(job_id)
         check_size(job_id, entries, max_bytes)
-        return self._read_all(self._jobs_base() + job_id + "/", entries, name=self.job_source(job_id))
+        return self._read_all(self._jobs_base() + job_id + "/", entries, name=self.job_source(job_id),
+                              max_artifact_bytes=max_artifact_bytes)
 
-    def fetch_prefix(self, *, max_bytes: int | None = None) -> tuple[MemoryTree, list[Entry]]:
+    def fetch_prefix(
+        self, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+    ) -> tuple[MemoryTree, list[Entry]]:
         """Everything under the storage root's own prefix as one job folder (``stormwatch diagnose s3://…``)."""
         base = self._key() + "/" if self.prefix else ""
         entries = self._entries_under(base)
         check_size(self._uri(self.prefix), entries, max_bytes)
-        return self._read_all(base, entries, name=self._uri(self.prefix).rstrip("/")), entries
+        name = self._uri(self.prefix).rstrip("/")
+        return self._read_all(base, entries, name=name, max_artifact_bytes=max_artifact_bytes), entries
 
-    def _read_all(self, base: str, entries: list[Entry], *, name: str) -> MemoryTree:
-        workers = max(1, min(self.settings.max_concurrency, len(entries)))
+    def _read_all(
+        self, base: str, entries: list[Entry], *, name: str, max_artifact_bytes: int | None = None
+    ) -> MemoryTree:
+        cap = max_artifact_bytes
+        wanted = [entry for entry in entries if cap is None or entry.size_bytes <= cap]
+        withheld = {entry.key: entry.size_bytes for entry in entries if cap is not None and entry.size_bytes > cap}
+        workers = max(1, min(self.settings.max_concurrency, len(wanted)))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3-fetch")
         try:
-            futures = [pool.submit(self._get_input, base, entry) for entry in entries]
-            objects = {entry.key: future.result() for entry, future in zip(entries, futures, strict=True)}
+            futures = [pool.submit(self._get_input, base, entry) for entry in wanted]
+            objects = {entry.key: future.result() for entry, future in zip(wanted, futures, strict=True)}
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         versions = {entry.key: entry.version for entry in entries}
-        return MemoryTree(objects, name=name, versions=versions)
+        return MemoryTree(objects, name=name, versions=versions, withheld=withheld)
 
     def job_source(self, job_id: str) -> str:
         return self._uri(self._key(*self.settings.jobs_parts, check_job_id(job_id)))

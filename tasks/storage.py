@@ -230,7 +230,9 @@ class Storage(Protocol):
         """Every input object of a job, key relative to its folder, sorted; version = ETag or mtime_ns."""
         ...
 
-    def fetch_job(self, job_id: str, *, max_bytes: int | None = None) -> ArtifactTree:
+    def fetch_job(
+        self, job_id: str, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+    ) -> ArtifactTree:
         """The job's inputs as an artifact tree; identity(key) is an absolute path or s3:// URI."""
         ...
 

@@ -11,7 +11,7 @@ leaves behind and is ignored silently, as stormlog does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,8 @@ from stormwatch.formats.columnar import columnar_events
 from stormwatch.formats.jsonvalue import parse_json_value
 from stormwatch.formats.lines import LineIndex, index_lines
 from stormwatch.frame import concat_frames, frame_from_rows
-from stormwatch.problems import describe_problems
+from stormwatch.limits import JobLimitError
+from stormwatch.problems import MAX_LISTED_PER_FILE, describe_problems
 from stormwatch.records import RecordError, normalise_record
 
 BOM = b"\xef\xbb\xbf"
@@ -85,14 +86,14 @@ def _parse_rows(
     return rows, kept, problems
 
 
-def read_jsonl(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
-    """Events of one JSONL artifact in line order; ``label`` names it in warnings."""
-    if data.startswith(BOM):
-        data = data[len(BOM) :]
-    data = _drop_torn_tail(data)
+def _parse_buffer(
+    data: bytes, *, default_session_id: str, line_offset: int = 0
+) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """Events of newline-aligned JSONL bytes in line order, and (line number, reason) problems;
+    line numbers count from ``line_offset + 1`` (the lines before this buffer in its file)."""
     lines = index_lines(data)
     if lines.count == 0:
-        return ParsedEvents(frame_from_rows([]), ())
+        return frame_from_rows([]), []
     try:
         fast = columnar_events(data, lines, default_session_id=default_session_id)
     except pa.ArrowException:  # e.g. bytes that are not UTF-8 inside a string
@@ -106,9 +107,100 @@ def read_jsonl(data: bytes, *, label: str, default_session_id: str) -> ParsedEve
     rows, kept, slow_problems = _parse_rows(data, lines, rest, default_session_id=default_session_id)
     problems.extend(slow_problems)
     problems.sort()
+    if line_offset:
+        problems = [(number + line_offset, reason) for number, reason in problems]
     if rows:
         order = np.argsort(np.concatenate([fast_positions, np.asarray(kept, np.int64)]), kind="stable")
         frame = concat_frames([fast_frame, frame_from_rows(rows)]).take(order).reset_index(drop=True)
     else:
         frame = fast_frame
+    return frame, problems
+
+
+def read_jsonl(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
+    """Events of one JSONL artifact in line order; ``label`` names it in warnings."""
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
+    frame, problems = _parse_buffer(_drop_torn_tail(data), default_session_id=default_session_id)
     return ParsedEvents(frame, tuple(describe_problems(label, problems)))
+
+
+class _Problems:
+    """Problems of a streamed file: the first few kept (as many as warnings list), the rest counted."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[int, str]] = []
+        self.total = 0
+
+    def extend(self, problems: list[tuple[int, str]]) -> None:
+        self.kept.extend(problems[: max(0, MAX_LISTED_PER_FILE - len(self.kept))])
+        self.total += len(problems)
+
+    def warnings(self, label: str) -> tuple[str, ...]:
+        listed = describe_problems(label, self.kept)
+        hidden = self.total - len(self.kept)
+        if hidden > 0:
+            listed.append(f"{label}: {hidden} more bad lines skipped")
+        return tuple(listed)
+
+
+def read_jsonl_stream(
+    stream: BinaryIO,
+    *,
+    label: str,
+    default_session_id: str,
+    chunk_bytes: int,
+    max_events: int | None = None,
+) -> ParsedEvents:
+    """:func:`read_jsonl` over a binary stream, ``chunk_bytes`` at a time, with the same result.
+
+    Each chunk is cut after its last newline (the rest carries over), so memory
+    holds a few chunks plus the parsed columns. A line longer than
+    ``chunk_bytes`` is skipped with a warning. Raises
+    :class:`~stormwatch.limits.JobLimitError` once more than ``max_events`` events are read.
+    """
+    frames: list[pd.DataFrame] = []
+    problems = _Problems()
+    events = 0
+    lines_before = 0  # newlines consumed so far: line numbers of later chunks start after them
+    carry = b""
+    skipping = False  # inside an overlong line, discarding up to its newline
+    first = True
+    while True:
+        chunk = stream.read(chunk_bytes)
+        if not chunk:
+            break
+        if first:
+            chunk, first = (chunk[len(BOM) :] if chunk.startswith(BOM) else chunk), False
+        if skipping:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                continue
+            chunk, skipping, lines_before = chunk[cut + 1 :], False, lines_before + 1
+        buffer = carry + chunk
+        cut = buffer.rfind(b"\n")
+        if cut < 0:
+            if len(buffer) >= chunk_bytes:
+                problems.extend([(lines_before + 1, f"line longer than {chunk_bytes} bytes")])
+                carry, skipping = b"", True
+            else:
+                carry = buffer
+            continue
+        carry = buffer[cut + 1 :]
+        aligned = buffer[: cut + 1]
+        del buffer
+        frame, found = _parse_buffer(aligned, default_session_id=default_session_id, line_offset=lines_before)
+        lines_before += aligned.count(b"\n")
+        del aligned
+        problems.extend(found)
+        frames.append(frame)
+        events += len(frame)
+        if max_events is not None and events > max_events:
+            raise JobLimitError(f"{label} holds more than max_events={max_events} events")
+    if carry:
+        frame, found = _parse_buffer(_drop_torn_tail(carry), default_session_id=default_session_id,
+                                     line_offset=lines_before)
+        problems.extend(found)
+        frames.append(frame)
+    frame = concat_frames(frames) if frames else frame_from_rows([])
+    return ParsedEvents(frame, problems.warnings(label))
