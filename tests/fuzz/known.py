@@ -40,7 +40,6 @@ class Known:
 
 _REGRESSIONS = "tests/stormwatch/test_fuzz_regressions.py::"
 KNOWN = (
-    Known(_REGRESSIONS + "test_jsonl_with_cr_only_line_endings_is_reported", "silent_loss", note="CR-only"),
     Known(_REGRESSIONS + "test_bad_bundle_manifest_is_named", "misattributed_loss", target="bundle/manifest.json"),
 )
 

@@ -216,8 +216,6 @@ def test_unknown_null_field_rejects_only_its_own_line() -> None:
 
 # --- silent losses and misattributed warnings (xfail until the loader reports them) ---------
 
-@pytest.mark.xfail(strict=True, reason="a JSONL file with CR-only line endings is one 'torn last line' and is "
-                                       "dropped without a warning (formats/jsonl.py _drop_torn_tail); " + LOADER)
 def test_jsonl_with_cr_only_line_endings_is_reported() -> None:
     records = _records()
     _assert_reported(_load({"events.jsonl": _jsonl(_lines(records)).replace(b"\n", b"\r")}), "events.jsonl",
