@@ -115,6 +115,8 @@ def _int64(value: Any, name: str) -> int:
     number = int(value)
     if not INT64_MIN <= number <= INT64_MAX:
         raise ValueError(f"{name} is out of the 64-bit range")
+    if name == "pid" and number < -1:
+        raise ValueError("pid must be >= -1")  # events stamped with it would all be refused
     return number
 
 

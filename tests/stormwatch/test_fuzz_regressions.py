@@ -234,9 +234,6 @@ def test_timeline_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
     assert len(_load({**files, key: BOM + files[key]}).events) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="a bundle manifest's out-of-range pid drops every sample and the warnings "
-                                       "blame telemetry_timeline.json, not manifest.json (formats/timeline.py); "
-                                       + LOADER)
 def test_bad_bundle_manifest_is_named(tmp_path: Path) -> None:
     files = _edit_json(_bundle(tmp_path), "bundle/manifest.json", lambda doc: doc["session"].update(pid=-(2**63) - 1))
     _assert_reported(_load(files), "bundle/manifest.json", total=3)
