@@ -172,6 +172,16 @@ def summary_from_bundle_manifest(
     )
 
 
+def _valid_unicode(*texts: str | None) -> bool:
+    try:
+        for text in texts:
+            if text is not None and not text.isascii():
+                text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_timeline(
     data: bytes,
     *,
@@ -203,6 +213,8 @@ def read_timeline(
         return f"Timeline payload has no usable first timestamp in {label}"
     context = resolve_rank(payload, segments, allocator)
     summary = summary_from_bundle_manifest(manifest, context, first_sample_ns=started)
+    if summary is not None and not _valid_unicode(summary.session_id, summary.host, summary.job_id):
+        summary = None  # a lone surrogate would refuse every sample stamped with it
     if summary is None:
         summary = SessionSummary(
             session_id=stable_legacy_session_id(identity, "diagnose.timeline"),

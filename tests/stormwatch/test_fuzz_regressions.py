@@ -295,3 +295,13 @@ def test_json_safe_keeps_shape_and_fixes_only_what_orjson_refuses() -> None:
     for _ in range(100_000):
         nested = [nested]
     assert _innermost(json_safe(nested)) == (64, TOO_DEEP)  # any depth, without recursion
+
+
+def test_bundle_manifest_session_id_with_a_lone_surrogate_keeps_the_samples(tmp_path: Path) -> None:
+    """Fuzz case 2248 (seed 0): a manifest session id ``x\\udfff`` refused all 3 samples."""
+    def edit(doc: dict) -> None:
+        doc["session"]["session_id"] = "x\udfff"
+        doc["session_id"] = "x\udfff"
+    files = _edit_json(_bundle(tmp_path), "bundle/manifest.json", edit)
+    _assert_reported(_load(files), "bundle/manifest.json", total=3)
+    assert sum(s.event_count for s in _load(files).sessions) == 3
