@@ -129,18 +129,28 @@ def notify_parameters(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_audit(args: argparse.Namespace) -> int:
+def prepare(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
+    """Storage root and limit parameters, Prefect settings and secrets in place; None (after
+    saying why) when the command line cannot run."""
     storage = resolve_storage(args)
     if not storage:
         print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
-        return 2
+        return None
     try:
         limits = limit_parameters(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return None
     prefect_env.configure(verbose=args.verbose)
     hand_secrets_to_environment(args)
+    return storage, limits
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    prepared = prepare(args)
+    if prepared is None:
+        return 2
+    storage, limits = prepared
     from flows.audit import nightly_audit
 
     flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
@@ -152,17 +162,10 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    storage = resolve_storage(args)
-    if not storage:
-        print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
+    prepared = prepare(args)
+    if prepared is None:
         return 2
-    try:
-        limits = limit_parameters(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    prefect_env.configure(verbose=args.verbose)
-    hand_secrets_to_environment(args)
+    storage, limits = prepared
     from flows.deployments import serve_deployments
 
     # The caps travel with the other non-secret flow parameters of both deployments.
