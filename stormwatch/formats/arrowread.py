@@ -16,20 +16,10 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from stormwatch.formats.lines import LineIndex
-from stormwatch.records import COUNTER_COLUMNS
+from stormwatch.records import COUNTER_COLUMNS, INT_COLUMNS, STRING_COLUMNS
 
-STRING_FIELDS = ("session_id", "event_type", "collector", "host", "job_id", "context")
-INT_FIELDS = (
-    "schema_version",
-    "timestamp_ns",
-    "sampling_interval_ms",
-    "pid",
-    "rank",
-    "local_rank",
-    "world_size",
-    "device_id",
-    *COUNTER_COLUMNS,
-)
+STRING_FIELDS = STRING_COLUMNS
+INT_FIELDS = (*INT_COLUMNS, *COUNTER_COLUMNS)
 #: The known fields' types; Arrow infers everything else (``metadata`` included).
 SCHEMA = pa.schema(
     [(name, pa.large_string()) for name in STRING_FIELDS] + [(name, pa.int64()) for name in INT_FIELDS]

@@ -18,31 +18,11 @@ from typing import Any
 from stormwatch.formats.jsonl import BOM, ParsedEvents
 from stormwatch.frame import frame_from_rows
 from stormwatch.problems import describe_problems
-from stormwatch.records import RecordError, normalise_record
+from stormwatch.records import COUNTER_COLUMNS, INT_COLUMNS, RecordError, normalise_record
 
+#: CSV cells read as exact integers: the canonical integer fields and stormlog's legacy ones.
 INT_FIELDS = frozenset(
-    {
-        "schema_version",
-        "timestamp_ns",
-        "sampling_interval_ms",
-        "pid",
-        "rank",
-        "local_rank",
-        "world_size",
-        "device_id",
-        "allocator_allocated_bytes",
-        "allocator_reserved_bytes",
-        "allocator_active_bytes",
-        "allocator_inactive_bytes",
-        "allocator_change_bytes",
-        "device_used_bytes",
-        "device_free_bytes",
-        "device_total_bytes",
-        "memory_allocated",
-        "memory_reserved",
-        "memory_change",
-        "total_memory",
-    }
+    {*INT_COLUMNS, *COUNTER_COLUMNS, "memory_allocated", "memory_reserved", "memory_change", "total_memory"}
 )
 FLOAT_FIELDS = frozenset({"timestamp"})
 _MAX_LITERAL_CHARS = 1 << 20
