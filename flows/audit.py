@@ -86,6 +86,16 @@ def run_jobs(
     return outcomes
 
 
+def audit_options(
+    *, fail_on: str, preset: str, force: bool, max_job_bytes: int | None, max_artifact_bytes: int | None,
+    max_events: int | None, report_base_url: str | None,
+) -> AuditOptions:
+    """The per-job options from flow parameters (ValueError names a bad one)."""
+    diagnose = DiagnoseOptions.parse(fail_on=fail_on, preset=preset, max_artifact_bytes=max_artifact_bytes,
+                                     max_events=max_events)
+    return AuditOptions(diagnose, force=force, max_bytes=max_job_bytes, report_base_url=report_base_url)
+
+
 def notify_settings(
     *, notify_on: str, digest: bool, email_to: str | None, email_from: str | None,
     slack_webhook_block: str | None, smtp_url_block: str | None,
@@ -165,9 +175,9 @@ def nightly_audit(
     """Audit every job under ``storage`` (a folder or ``s3://bucket/prefix``)."""
     logger = get_run_logger()
     settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
-    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset, max_artifact_bytes=max_artifact_bytes,
-                                                 max_events=max_events), force=force,
-                           max_bytes=max_job_bytes, report_base_url=report_base_url)
+    options = audit_options(fail_on=fail_on, preset=preset, force=force, max_job_bytes=max_job_bytes,
+                            max_artifact_bytes=max_artifact_bytes, max_events=max_events,
+                            report_base_url=report_base_url)
     notify = notify_settings(notify_on=notify_on, digest=digest, email_to=email_to, email_from=email_from,
                              slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
     lease = acquire(storage_for(settings), name=AUDIT_LEASE, owner=default_owner("nightly-audit"))

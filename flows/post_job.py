@@ -13,11 +13,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.audit import notify_outcomes, notify_settings, run_jobs
-from stormwatch.diagnose import DiagnoseOptions
+from flows.audit import audit_options, notify_outcomes, notify_settings, run_jobs
 from stormwatch.fleet import JobStatus, failed_row
 from stormwatch.jobids import InvalidJobIdError
-from tasks.diagnose import AuditOptions, storage_for
+from tasks.diagnose import storage_for
 from tasks.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
 from tasks.publish import update_fleet_task
 from tasks.storage import StorageSettings, check_job_id
@@ -54,9 +53,9 @@ def post_job(
         row = failed_row(job_id, status=JobStatus.REFUSED, error=str(exc))
         return {"job": row.as_json(), "exit_code": 2}
     settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
-    options = AuditOptions(DiagnoseOptions.parse(fail_on=fail_on, preset=preset, max_artifact_bytes=max_artifact_bytes,
-                                                 max_events=max_events), force=force,
-                           max_bytes=max_job_bytes, report_base_url=report_base_url)
+    options = audit_options(fail_on=fail_on, preset=preset, force=force, max_job_bytes=max_job_bytes,
+                            max_artifact_bytes=max_artifact_bytes, max_events=max_events,
+                            report_base_url=report_base_url)
     notify = notify_settings(notify_on=notify_on, digest=False, email_to=email_to, email_from=email_from,
                              slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
     lease = acquire_waiting(storage_for(settings), name=AUDIT_LEASE, owner=default_owner(f"post-job {job_id}"),
