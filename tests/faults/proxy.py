@@ -36,6 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.serving import serving
+
 
 class Fault(StrEnum):
     ERROR_500 = "500"
@@ -281,12 +283,6 @@ def fault_proxy(upstream: str) -> Iterator[FaultProxy]:
     handler = type("Relay", (_Relay,), {"proxy": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
+    with serving(server) as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

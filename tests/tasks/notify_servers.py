@@ -34,6 +34,7 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from stormwatch.diagnose import diagnose
 from tests import builders as b
 from tests.model_builders import build_collective_synchronized
+from tests.serving import serving
 
 WEBHOOK_PATH = "/services/T0SECRET/B0SECRET/xoxSecretToken42"
 HOSTILE = "<!channel> <http://evil.example|click> & <script>alert(1)</script> <@U0ADMIN>"
@@ -153,16 +154,9 @@ def webhook_server() -> Iterator[WebhookServer]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class signature
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def free_port() -> int:
