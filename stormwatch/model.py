@@ -150,14 +150,34 @@ def _indicator(kind: str, candidate: Candidate) -> AnomalyIndicator:
     )
 
 
+#: Jobs with at most this many ranks find each rank's events with one scan per rank
+#: (cheaper than a stable sort of the whole rank column); larger jobs sort.
+_SCAN_RANKS = 64
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an int64 array; a bincount when they span a small range."""
+    if values.size == 0:
+        return values
+    low, high = int(values.min()), int(values.max())
+    if high - low < 1 << 16:
+        return np.flatnonzero(np.bincount(values - low)) + low
+    return np.unique(values)
+
+
 def _rank_groups(columns: JobColumns) -> dict[int, RankEvents]:
-    order = np.argsort(columns.rank, kind="stable")
-    ranks, starts = np.unique(columns.rank[order], return_index=True)
-    bounds = [*starts.tolist(), len(order)]
+    ranks = _distinct(columns.rank).tolist()
     groups = {}
-    for index, rank in enumerate(ranks.tolist()):
+    if len(ranks) <= _SCAN_RANKS:
+        for rank in ranks:
+            events = np.flatnonzero(columns.rank == rank)
+            groups[rank] = RankEvents(rank, events, events[columns.is_sample[events]])
+        return groups
+    order = np.argsort(columns.rank, kind="stable")
+    bounds = [*np.searchsorted(columns.rank[order], ranks).tolist(), len(order)]
+    for index, rank in enumerate(ranks):
         events = order[bounds[index] : bounds[index + 1]]
-        groups[int(rank)] = RankEvents(int(rank), events, events[columns.is_sample[events]])
+        groups[rank] = RankEvents(rank, events, events[columns.is_sample[events]])
     return groups
 
 
@@ -167,7 +187,7 @@ def expected_ranks(ranks: np.ndarray, world_sizes: np.ndarray) -> list[int]:
     World sizes above :data:`MAX_WORLD_SIZE` are ignored: a damaged record may claim
     ``2**63 - 1`` ranks, and listing them would exhaust memory.
     """
-    present = np.unique(ranks).tolist()
+    present = _distinct(ranks).tolist()
     positive = world_sizes[(world_sizes > 0) & (world_sizes <= MAX_WORLD_SIZE)]
     world = int(positive.max()) if len(positive) else len(present)
     return sorted(set(present) | set(range(world)))
@@ -202,7 +222,9 @@ def build_model(
     groups = _rank_groups(columns)
     present = sorted(groups)
     expected = expected_ranks(columns.rank, columns.world_size)
-    warnings = [WORLD_SIZE_WARNING] if len(np.unique(columns.world_size[columns.world_size > 0])) > 1 else []
+    positive_sizes = columns.world_size[columns.world_size > 0]
+    mixed = positive_sizes.size > 0 and int(positive_sizes.min()) != int(positive_sizes.max())
+    warnings = [WORLD_SIZE_WARNING] if mixed else []
     warnings += _implausible_world_size_warnings(columns.world_size)
     warnings += capability_warnings(columns)
     if selected_ranks is not None:

@@ -15,12 +15,12 @@ The policy is stormlog 0.3.5's "deepest span per thread":
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from stormwatch.analysis.phases import PhaseSpan, format_phase_path, replay_spans
@@ -121,9 +121,17 @@ def merge_attributions(attributions: Iterable[PhaseAttribution | None]) -> Phase
 
 @dataclass(frozen=True)
 class _Group:
+    """One (session, rank)'s spans in (start, end) order, their starts, and their ends sorted.
+
+    The spans active at ``t`` are the first ``bisect_right(starts_ns, t)`` spans less
+    those whose end is below ``t``, so ``(bisect_right(starts_ns, t),
+    bisect_left(sorted_ends_ns, t))`` names the active set: instants with equal
+    keys share one attribution.
+    """
+
     spans: tuple[PhaseSpan, ...]
-    starts_ns: np.ndarray
-    ends_ns: np.ndarray
+    starts_ns: list[int]
+    sorted_ends_ns: list[int]
 
 
 class PhaseIndex:
@@ -131,13 +139,11 @@ class PhaseIndex:
 
     def __init__(self, spans_by_group: Mapping[tuple[str, int], list[PhaseSpan]]) -> None:
         self._groups = {
-            key: _Group(
-                tuple(spans),
-                np.fromiter((span.start_ns for span in spans), dtype=np.int64, count=len(spans)),
-                np.fromiter((span.end_ns for span in spans), dtype=np.int64, count=len(spans)),
-            )
+            key: _Group(tuple(spans), [span.start_ns for span in spans], sorted(span.end_ns for span in spans))
             for key, spans in spans_by_group.items()
         }
+        # (session, rank, active-set key, origin thread, origin scope) -> attribution
+        self._resolved: dict[tuple[Any, ...], PhaseAttribution | None] = {}
 
     @classmethod
     def from_events(cls, events: pd.DataFrame) -> PhaseIndex:
@@ -151,19 +157,34 @@ class PhaseIndex:
         group = self._groups.get((session_id, rank))
         if group is None:
             return []
-        started = int(np.searchsorted(group.starts_ns, timestamp_ns, side="right"))
-        hits = np.flatnonzero(group.ends_ns[:started] >= timestamp_ns)
-        return [group.spans[index] for index in hits]
+        started = bisect_right(group.starts_ns, timestamp_ns)
+        return [span for span in group.spans[:started] if span.end_ns >= timestamp_ns]
 
     def resolve(
         self, timestamp_ns: int, *, session_id: str, rank: int, metadata: Any = None
     ) -> PhaseAttribution | None:
-        """Attribution at one instant; ``metadata`` may name the origin thread or scope."""
-        spans = self.active(timestamp_ns, session_id=session_id, rank=rank)
-        if not spans:
+        """Attribution at one instant; ``metadata`` may name the origin thread or scope.
+
+        Computed once per active set and origin (see :class:`_Group`), then reused.
+        """
+        group = self._groups.get((session_id, rank))
+        if group is None:
             return None
         thread_id, scope_id = _origin(metadata)
-        return attribute(spans, origin_thread_id=thread_id, origin_scope_id=scope_id)
+        key = (
+            session_id,
+            rank,
+            bisect_right(group.starts_ns, timestamp_ns),
+            bisect_left(group.sorted_ends_ns, timestamp_ns),
+            thread_id,
+            scope_id,
+        )
+        if key not in self._resolved:
+            spans = self.active(timestamp_ns, session_id=session_id, rank=rank)
+            self._resolved[key] = (
+                attribute(spans, origin_thread_id=thread_id, origin_scope_id=scope_id) if spans else None
+            )
+        return self._resolved[key]
 
 
 def _origin(metadata: Any) -> tuple[int | None, str | None]:

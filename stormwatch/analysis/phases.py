@@ -86,8 +86,7 @@ def _plain_int(value: Any) -> TypeGuard[int]:
 
 def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]:
     """Spans per (session_id, rank), each list sorted by (start, end)."""
-    kinds = events["event_type"].to_numpy()
-    is_boundary = (kinds == PHASE_ENTER) | (kinds == PHASE_EXIT)
+    is_boundary = events["event_type"].isin([PHASE_ENTER, PHASE_EXIT]).to_numpy(dtype=bool)
     if not is_boundary.any():
         return {}
     rows = events.loc[is_boundary, ["event_type", "session_id", "timestamp_ns", "rank", "metadata"]]
