@@ -5,6 +5,7 @@ Field names and meanings are those of stormlog's ``TimelineMarker``; times in ns
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stormwatch.analysis.phases import format_phase_path, replay_spans
+from stormwatch.analysis.phases import PhaseSpan, format_phase_path, replay_spans
 
 
 class MarkerKind(StrEnum):
@@ -190,3 +191,28 @@ def derive_markers(events: pd.DataFrame) -> tuple[TimelineMarker, ...]:
         return ()
     rows = _marker_rows(events)
     return tuple(sorted(_point_markers(rows) + _phase_markers(rows), key=TimelineMarker.sort_key))
+
+
+def spans_from_markers(markers: Sequence[TimelineMarker]) -> dict[tuple[str, int], list[PhaseSpan]]:
+    """The phase spans behind :func:`derive_markers`' phase markers, per (session_id, rank),
+    each list sorted by (start, end): what :func:`replay_spans` gives for the same events."""
+    spans: dict[tuple[str, int], list[PhaseSpan]] = {}
+    for marker in markers:
+        if marker.kind != MarkerKind.PHASE.value or marker.rank is None or marker.end_ns is None:
+            continue
+        meta = marker.metadata
+        spans.setdefault((marker.session_id, marker.rank), []).append(
+            PhaseSpan(
+                session_id=marker.session_id,
+                rank=marker.rank,
+                thread_id=meta["thread_id"],
+                thread_name=meta["thread_name"],
+                scope_id=meta["scope_id"],
+                path=tuple(meta["phase_path"]),
+                start_ns=marker.start_ns,
+                end_ns=marker.end_ns,
+                sequence=meta["sequence"],
+                synthetic_end=meta["synthetic_end"],
+            )
+        )
+    return {key: sorted(values, key=lambda span: (span.start_ns, span.end_ns)) for key, values in spans.items()}

@@ -26,7 +26,7 @@ from stormwatch.analysis.capabilities import capability_warnings
 from stormwatch.analysis.collective import CollectiveConfig, CollectivePreset, CollectiveResult, attribute_collective
 from stormwatch.analysis.columns import JobColumns
 from stormwatch.analysis.gaps import GapThresholds
-from stormwatch.markers import TimelineMarker, derive_markers
+from stormwatch.markers import TimelineMarker, derive_markers, spans_from_markers
 
 DEFAULT_GAP_THRESHOLDS = GapThresholds()
 NO_EVENTS_WARNING = "No telemetry events loaded."
@@ -231,7 +231,7 @@ def build_model(
         expected = [rank for rank in expected if rank in selected_ranks]
         present = [rank for rank in present if rank in selected_ranks]
 
-    phases = PhaseIndex.from_events(columns.frame)
+    phases = PhaseIndex.from_events(columns.frame) if markers is None else PhaseIndex(spans_from_markers(markers))
     collective: dict[int, list[CollectiveResult]] = {}
     for result in attribute_collective(columns, config=config, phases=phases):
         collective.setdefault(result.rank, []).append(result)

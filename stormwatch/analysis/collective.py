@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 import numpy as np
+import pandas as pd
 
 from stormwatch.analysis.attribution import PhaseAttribution, PhaseIndex, merge_attributions
 from stormwatch.analysis.columns import Coded, JobColumns
@@ -154,9 +155,8 @@ def _detect(columns: JobColumns, usable: np.ndarray, config: CollectiveConfig) -
         return None
     marker_positions = np.flatnonzero(usable & columns.collective_marker)
     sample_ranks = columns.rank[samples]
-    _, first_seen = np.unique(sample_ranks, return_index=True)
     parts: list[tuple[np.ndarray, ...]] = []
-    for rank in sample_ranks[np.sort(first_seen)]:
+    for rank in pd.unique(sample_ranks):  # in order of first sample (a hash pass, no sort)
         mine = samples[sample_ranks == rank]
         if len(mine) < config.min_samples_per_rank:
             continue
@@ -271,6 +271,24 @@ def _reasons(marked: bool, synchronous: bool, divergent: bool, lone: bool) -> fr
     return frozenset(codes)
 
 
+def _group_starts(ranks: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Where each merged interval begins, for intervals sorted by rank then start.
+
+    An interval opens a new group when its rank differs from the previous one or it
+    starts after every earlier interval of its rank has ended (touching intervals
+    merge): within a rank, the running maximum of ends is the open group's end.
+    """
+    size = len(ranks)
+    opens = np.ones(size, dtype=bool)
+    if size < 2:
+        return np.flatnonzero(opens)
+    bounds = [0, *(np.flatnonzero(ranks[1:] != ranks[:-1]) + 1).tolist(), size]
+    for low, high in zip(bounds[:-1], bounds[1:], strict=True):
+        reach = np.maximum.accumulate(end[low:high])
+        opens[low + 1 : high] = start[low + 1 : high] > reach[:-1]
+    return np.flatnonzero(opens)
+
+
 def _merge(
     order: np.ndarray,
     spikes: _Spikes,
@@ -283,31 +301,35 @@ def _merge(
     phases: PhaseIndex,
 ) -> list[CollectiveResult]:
     """Merge each rank's overlapping intervals (``order``: by rank, then start)."""
-    groups: list[list[int]] = []
-    group_end = 0
-    for index in order.tolist():
-        if groups and spikes.rank[groups[-1][0]] == spikes.rank[index] and start[index] <= group_end:
-            groups[-1].append(index)
-            group_end = max(group_end, int(end[index]))
-        else:
-            groups.append([index])
-            group_end = int(end[index])
+    ranks = spikes.rank[order]
+    starts = _group_starts(ranks, start[order], end[order])
+    first_ns = np.minimum.reduceat(start[order], starts)
+    last_ns = np.maximum.reduceat(end[order], starts)
+    strongest = np.maximum.reduceat(classes[order], starts)
+    surest = np.maximum.reduceat(confidence[order], starts)
+    members_of = np.split(order, starts[1:])
     merged = []
-    for members in groups:
-        rank = int(spikes.rank[members[0]])
-        attributions = (
-            phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions.at(int(spikes.position[i]))), rank=rank)
-            for i in members
-        ) if phases else iter(())
+    for group, members in enumerate(members_of):
+        rank = int(ranks[starts[group]])
+        codes: frozenset[str] = frozenset().union(*(reasons[i] for i in members.tolist()))
+        attribution = (
+            merge_attributions(
+                phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions.at(int(spikes.position[i]))),
+                               rank=rank)
+                for i in members.tolist()
+            )
+            if phases
+            else None
+        )
         merged.append(
             CollectiveResult(
                 rank=rank,
-                interval_start_ns=int(start[members].min()),
-                interval_end_ns=int(end[members].max()),
-                classification=CollectiveClass(int(classes[members].max())),
-                confidence=float(confidence[members].max()),
-                reason_codes=tuple(sorted(frozenset().union(*(reasons[i] for i in members)))),
-                attribution=merge_attributions(attributions),
+                interval_start_ns=int(first_ns[group]),
+                interval_end_ns=int(last_ns[group]),
+                classification=CollectiveClass(int(strongest[group])),
+                confidence=float(surest[group]),
+                reason_codes=tuple(sorted(codes)),
+                attribution=attribution,
             )
         )
     return merged

@@ -121,7 +121,7 @@ def read_jsonl(data: bytes, *, label: str, default_session_id: str) -> ParsedEve
     """Events of one JSONL artifact in line order; ``label`` names it in warnings."""
     if data.startswith(BOM):
         data = data[len(BOM) :]
-    if b"\r" in data and b"\n" not in data:  # classic Mac line endings: Python's text mode reads them as lines
+    if b"\n" not in data and b"\r" in data:  # classic Mac line endings: Python's text mode reads them as lines
         data = data.replace(b"\r", b"\n")
     frame, problems = _parse_buffer(_drop_torn_tail(data), default_session_id=default_session_id)
     return ParsedEvents(frame, tuple(describe_problems(label, problems)))
