@@ -29,11 +29,11 @@ def frame_from_columns(columns: Mapping[str, Any]) -> pd.DataFrame:
     for name in COLUMNS:
         values = columns[name]
         if name in STRING_COLUMNS:
-            data[name] = pd.array(values, dtype=STRING_DTYPE)
+            data[name] = pd.array(values, dtype=STRING_DTYPE, copy=False)
         elif name in INT_COLUMNS:
             data[name] = np.asarray(values, dtype=np.int64)
         elif name in COUNTER_COLUMNS:
-            data[name] = pd.array(values, dtype="Int64")
+            data[name] = pd.array(values, dtype="Int64", copy=False)
         elif name == "metadata":
             data[name] = values if isinstance(values, np.ndarray) else _object_array(values)
         else:
