@@ -60,16 +60,25 @@ def register_ranks(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> 
 
 @dataclass(frozen=True)
 class Reading:
-    """How a unit is read: the job's caps, and the artifacts' sizes in bytes when the
-    caller knows them from a listing (else local files are ``stat``-ed)."""
+    """How a unit is read: the job's caps, the artifacts' sizes in bytes when the
+    caller knows them from a listing (else local files are ``stat``-ed), and whether
+    Arrow may parse on its thread pool (false while several units parse at once,
+    each on its own core)."""
 
     limits: LoadLimits = LoadLimits()
     sizes: Mapping[str, int] | None = None
+    arrow_threads: bool = True
 
     def size_bytes(self, tree: ArtifactTree, key: str) -> int | None:
         if self.sizes is not None and key in self.sizes:
             return self.sizes[key]
         return tree.size_bytes(key) if isinstance(tree, LocalTree) else None
+
+    def unit_bytes(self, tree: ArtifactTree, unit: Unit) -> int | None:
+        """The bytes of the unit's artifacts (a sink's segments); None when a size is unknown."""
+        keys = unit.segments if unit.kind is UnitKind.SINK else (unit.key,)
+        sizes = [self.size_bytes(tree, key) for key in keys]
+        return None if None in sizes else sum(size for size in sizes if size is not None)
 
     def oversized(self, tree: ArtifactTree, key: str) -> str | None:
         """The skip warning when ``key`` is over the artifact cap (checked before any read)."""
@@ -86,8 +95,9 @@ def _read_segment(
     if size is not None and size > chunk and isinstance(tree, StreamingTree):
         with tree.open(segment) as stream:
             return read_jsonl_stream(stream, label=label, default_session_id=default_session_id, chunk_bytes=chunk,
-                                     max_events=reading.limits.max_events)
-    return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id)
+                                     max_events=reading.limits.max_events, arrow_threads=reading.arrow_threads)
+    return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id,
+                      arrow_threads=reading.arrow_threads)
 
 
 def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:

@@ -18,7 +18,8 @@ Spikes that reach ``min_confidence`` become intervals padded by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum, StrEnum
+from enum import IntEnum, IntFlag, StrEnum
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -248,27 +249,44 @@ def attribute_collective(
     )
     end = np.maximum(spikes.marker_last_ns, spikes.timestamp_ns) + config.interval_padding_ns
     classes = np.where(confidence >= 0.8, 2, np.where(confidence >= 0.6, 1, 0))
-    reasons = [
-        _reasons(bool(marked[i]), bool(synchrony[i] >= config.min_synchrony_ratio), bool(divergence[i] >= 0.5),
-                 bool(lone[i]))
-        for i in keep.tolist()
-    ]
+    bits = (
+        np.where(marked, _Reason.MARKED, _Reason.WEAK_MARKER)
+        | np.where(synchrony >= config.min_synchrony_ratio, _Reason.SYNCHRONOUS, 0)
+        | np.where(divergence >= 0.5, _Reason.DIVERGENT, 0)
+        | np.where(lone, _Reason.LONE, 0)
+    ).astype(np.int64)
     sessions = columns.session_id
     order = keep[np.lexsort((start[keep], spikes.rank[keep]))]
-    reason_of = dict(zip(keep.tolist(), reasons, strict=True))
-    return tuple(_merge(order, spikes, start, end, classes, rounded, reason_of, sessions, phases))
+    return tuple(_merge(order, spikes, start, end, classes, rounded, bits, sessions, phases))
 
 
-def _reasons(marked: bool, synchronous: bool, divergent: bool, lone: bool) -> frozenset[str]:
+class _Reason(IntFlag):
+    """A spike's reasons as bits, so that a merged interval's reasons are one OR."""
+
+    MARKED = 1
+    WEAK_MARKER = 2
+    SYNCHRONOUS = 4
+    DIVERGENT = 8
+    LONE = 16
+
+
+_REASON_CODES: dict[_Reason, tuple[str, ...]] = {
+    _Reason.MARKED: ("marker_collective_token", "marker_spike_overlap"),
+    _Reason.WEAK_MARKER: ("weak_marker_signal",),
+    _Reason.SYNCHRONOUS: ("cross_rank_synchrony",),
+    _Reason.DIVERGENT: ("allocator_device_divergence",),
+    _Reason.LONE: ("single_rank_only",),
+}
+
+
+@cache
+def _reason_codes(bits: int) -> tuple[str, ...]:
+    """The sorted reason codes of ``bits`` (every spike is a statistical outlier)."""
     codes = {"gap_spike_statistical_outlier"}
-    codes |= {"marker_collective_token", "marker_spike_overlap"} if marked else {"weak_marker_signal"}
-    if synchronous:
-        codes.add("cross_rank_synchrony")
-    if divergent:
-        codes.add("allocator_device_divergence")
-    if lone:
-        codes.add("single_rank_only")
-    return frozenset(codes)
+    for flag, names in _REASON_CODES.items():
+        if bits & flag:
+            codes.update(names)
+    return tuple(sorted(codes))
 
 
 def _group_starts(ranks: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -296,7 +314,7 @@ def _merge(
     end: np.ndarray,
     classes: np.ndarray,
     confidence: np.ndarray,
-    reasons: dict[int, frozenset[str]],
+    reason_bits: np.ndarray,
     sessions: Coded,
     phases: PhaseIndex,
 ) -> list[CollectiveResult]:
@@ -307,11 +325,11 @@ def _merge(
     last_ns = np.maximum.reduceat(end[order], starts)
     strongest = np.maximum.reduceat(classes[order], starts)
     surest = np.maximum.reduceat(confidence[order], starts)
+    reasons = np.bitwise_or.reduceat(reason_bits[order], starts).tolist()
     members_of = np.split(order, starts[1:])
     merged = []
     for group, members in enumerate(members_of):
         rank = int(ranks[starts[group]])
-        codes: frozenset[str] = frozenset().union(*(reasons[i] for i in members.tolist()))
         attribution = (
             merge_attributions(
                 phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions.at(int(spikes.position[i]))),
@@ -328,7 +346,7 @@ def _merge(
                 interval_end_ns=int(last_ns[group]),
                 classification=CollectiveClass(int(strongest[group])),
                 confidence=float(surest[group]),
-                reason_codes=tuple(sorted(codes)),
+                reason_codes=_reason_codes(reasons[group]),
                 attribution=attribution,
             )
         )

@@ -191,9 +191,12 @@ def _session_ids(table: pa.Table, default_session_id: str) -> pa.ChunkedArray:
     return pa.chunked_array([resolved]) if isinstance(resolved, pa.Array) else resolved
 
 
-def columnar_events(data: bytes, lines: LineIndex, *, default_session_id: str) -> ColumnarResult | None:
-    """Schema v2/v3 rows of a JSONL buffer as canonical events (see module doc)."""
-    table = read_table(data, lines)
+def columnar_events(
+    data: bytes, lines: LineIndex, *, default_session_id: str, arrow_threads: bool = True
+) -> ColumnarResult | None:
+    """Schema v2/v3 rows of a JSONL buffer as canonical events (see module doc);
+    ``arrow_threads`` as :func:`~stormwatch.formats.arrowread.read_table`'s ``threads``."""
+    table = read_table(data, lines, threads=arrow_threads)
     if table is None or table.num_rows != lines.count:
         return None
     version = int_values(table.column("schema_version"), fill=-1)

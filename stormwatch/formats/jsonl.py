@@ -87,7 +87,7 @@ def _parse_rows(
 
 
 def _parse_buffer(
-    data: bytes, *, default_session_id: str, line_offset: int = 0
+    data: bytes, *, default_session_id: str, line_offset: int = 0, arrow_threads: bool = True
 ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     """Events of newline-aligned JSONL bytes in line order, and (line number, reason) problems;
     line numbers count from ``line_offset + 1`` (the lines before this buffer in its file)."""
@@ -95,7 +95,7 @@ def _parse_buffer(
     if lines.count == 0:
         return frame_from_rows([]), []
     try:
-        fast = columnar_events(data, lines, default_session_id=default_session_id)
+        fast = columnar_events(data, lines, default_session_id=default_session_id, arrow_threads=arrow_threads)
     except pa.ArrowException:  # e.g. bytes that are not UTF-8 inside a string
         fast = None
     if fast is None:
@@ -117,13 +117,18 @@ def _parse_buffer(
     return frame, problems
 
 
-def read_jsonl(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
-    """Events of one JSONL artifact in line order; ``label`` names it in warnings."""
+def read_jsonl(data: bytes, *, label: str, default_session_id: str, arrow_threads: bool = True) -> ParsedEvents:
+    """Events of one JSONL artifact in line order; ``label`` names it in warnings.
+
+    ``arrow_threads``: let Arrow parse on its thread pool (see
+    :func:`~stormwatch.formats.arrowread.read_table`); the result is the same either way.
+    """
     if data.startswith(BOM):
         data = data[len(BOM) :]
     if b"\n" not in data and b"\r" in data:  # classic Mac line endings: Python's text mode reads them as lines
         data = data.replace(b"\r", b"\n")
-    frame, problems = _parse_buffer(_drop_torn_tail(data), default_session_id=default_session_id)
+    frame, problems = _parse_buffer(_drop_torn_tail(data), default_session_id=default_session_id,
+                                    arrow_threads=arrow_threads)
     return ParsedEvents(frame, tuple(describe_problems(label, problems)))
 
 
@@ -153,6 +158,7 @@ def read_jsonl_stream(
     default_session_id: str,
     chunk_bytes: int,
     max_events: int | None = None,
+    arrow_threads: bool = True,
 ) -> ParsedEvents:
     """:func:`read_jsonl` over a binary stream, ``chunk_bytes`` at a time, with the same result.
 
@@ -191,7 +197,8 @@ def read_jsonl_stream(
         carry = buffer[cut + 1 :]
         aligned = buffer[: cut + 1]
         del buffer
-        frame, found = _parse_buffer(aligned, default_session_id=default_session_id, line_offset=lines_before)
+        frame, found = _parse_buffer(aligned, default_session_id=default_session_id, line_offset=lines_before,
+                                     arrow_threads=arrow_threads)
         lines_before += aligned.count(b"\n")
         del aligned
         problems.extend(found)
@@ -201,7 +208,7 @@ def read_jsonl_stream(
             raise JobLimitError(f"{label} holds more than max_events={max_events} events")
     if carry:
         frame, found = _parse_buffer(_drop_torn_tail(carry), default_session_id=default_session_id,
-                                     line_offset=lines_before)
+                                     line_offset=lines_before, arrow_threads=arrow_threads)
         problems.extend(found)
         frames.append(frame)
     frame = concat_frames(frames) if frames else frame_from_rows([])
