@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from stormwatch.frame import empty_frame, frame_from_columns
+from stormwatch.frame import STRING_DTYPE, concat_strings, empty_frame, frame_from_columns
 from stormwatch.records import COLUMNS, COUNTER_COLUMNS, DEDUPE_KEY, STRING_COLUMNS
 
 #: Results of at least this many rows are gathered on this many threads, one column at a time.
@@ -36,18 +35,14 @@ def _sorted(stamps: np.ndarray) -> bool:
     return bool(stamps.size < 2 or (stamps[1:] >= stamps[:-1]).all())
 
 
-def _arrow_chunks(array: Any) -> list[pa.Array]:
-    arrow = pa.array(array)
-    chunks = list(arrow.chunks) if isinstance(arrow, pa.ChunkedArray) else [arrow]
-    return [chunk if chunk.type == pa.large_string() else chunk.cast(pa.large_string()) for chunk in chunks]
-
-
 def _gather_column(name: str, arrays: Sequence[Any], order: np.ndarray | None) -> Any:
     """One column, given as each frame's array, concatenated then taken in ``order``
     (None: as they are). Reads only the arrays, so it may run on any thread."""
     if name in STRING_COLUMNS:
-        strings = pa.chunked_array([chunk for array in arrays for chunk in _arrow_chunks(array)], pa.large_string())
-        return strings if order is None else strings.take(pa.array(order))
+        strings = concat_strings(arrays)
+        if order is None:
+            return strings
+        return pd.Categorical.from_codes(strings.codes[order], dtype=strings.dtype, validate=False)
     if name in COUNTER_COLUMNS:
         values = np.concatenate([array.to_numpy(dtype=np.int64, na_value=0) for array in arrays])
         missing = np.concatenate([array.isna() for array in arrays])
@@ -74,7 +69,9 @@ def _gather(frames: Sequence[pd.DataFrame], order: np.ndarray | None, session_id
         gathered = [_gather_column(name, arrays[name], order) for name in names]
     columns: dict[str, Any] = dict(zip(names, gathered, strict=True))
     if session_id is not None:
-        columns["session_id"] = pa.nulls(size, pa.large_string()).fill_null(session_id)
+        columns["session_id"] = pd.Categorical.from_codes(
+            np.zeros(size, dtype=np.int8), categories=pd.Index([session_id], dtype=STRING_DTYPE), validate=False
+        )
     return frame_from_columns(columns)
 
 
@@ -92,7 +89,7 @@ def _repeated(frame: pd.DataFrame) -> np.ndarray | None:
     if not same.any():
         return None
     key = frame.iloc[rows].loc[:, list(DEDUPE_KEY)]
-    key["context"] = key["context"].fillna("")
+    key["context"] = key["context"].astype(object).fillna("")
     repeated = rows[key.duplicated(keep="first").to_numpy()]
     return repeated if repeated.size else None
 

@@ -1,4 +1,12 @@
-"""Building the canonical events DataFrame (one row per event, :data:`COLUMNS`)."""
+"""Building the canonical events DataFrame (one row per event, :data:`COLUMNS`).
+
+String columns are pandas ``Categorical``: a job repeats a handful of hosts,
+job ids, collectors, session ids and event types across hundreds of thousands
+of events, so each column holds small integer codes plus its distinct strings
+(``str`` categories, missing values ``NaN``). Frames are combined with
+:func:`concat_strings`, which unions the categories; a plain ``pandas.concat``
+of frames whose categories differ would fall back to object columns.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pandas.api.types import union_categoricals
 
 from stormwatch.records import COLUMNS, COUNTER_COLUMNS, INT_COLUMNS, STRING_COLUMNS
 
@@ -19,22 +30,65 @@ def _object_array(values: Sequence[Any]) -> np.ndarray:
     return array
 
 
+def _categories(values: Any) -> pd.Index:
+    return pd.Index(values, dtype=STRING_DTYPE)
+
+
+def categorical(values: Any) -> pd.Categorical:
+    """A string column as a ``Categorical`` with ``str`` categories (missing: NaN).
+
+    Takes an Arrow string array (its dictionary encoding, no per-value Python
+    object), a ``Categorical``, or any sequence of ``str`` and ``None``.
+    """
+    if isinstance(values, pd.Categorical) and isinstance(values.categories.dtype, pd.StringDtype):
+        return values
+    if isinstance(values, pd.api.extensions.ExtensionArray) and not isinstance(values, pd.Categorical):
+        values = pa.array(values)
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        encoded = pc.dictionary_encode(values)
+        chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+        if not chunks:
+            return pd.Categorical.from_codes(np.zeros(0, dtype=np.int32), categories=_categories([]))
+        codes = np.concatenate([chunk.indices.fill_null(-1).to_numpy() for chunk in chunks])
+        dictionary = chunks[-1].dictionary.to_numpy(zero_copy_only=False)  # every chunk holds the whole dictionary
+        return pd.Categorical.from_codes(codes, categories=_categories(dictionary), validate=False)
+    objects = _object_array(values)
+    present = pd.notna(objects)
+    codes = np.full(len(objects), -1, dtype=np.int64)
+    distinct: list[str] = []
+    if present.any():
+        found, codes[present] = np.unique(objects[present].astype(str), return_inverse=True)
+        distinct = found.tolist()
+    return pd.Categorical.from_codes(codes, categories=_categories(distinct), validate=False)
+
+
+def concat_strings(arrays: Sequence[Any]) -> pd.Categorical:
+    """String columns one after another, as one ``Categorical`` over the union of their values."""
+    parts = [categorical(array) for array in arrays]
+    if len(parts) == 1:
+        return parts[0]
+    return union_categoricals(parts, ignore_order=True)
+
+
 def frame_from_columns(columns: Mapping[str, Any]) -> pd.DataFrame:
     """A canonical frame from per-column sequences or arrays (all the same length).
 
     Counter columns accept ``pandas.arrays.IntegerArray`` or sequences with
-    ``None``; string columns accept sequences with ``None`` or arrow arrays.
+    ``None``; string columns accept sequences with ``None``, Arrow arrays or
+    ``Categorical`` (see :func:`categorical`).
     """
     data: dict[str, Any] = {}
     for name in COLUMNS:
         values = columns[name]
         if name in STRING_COLUMNS:
-            data[name] = pd.array(values, dtype=STRING_DTYPE, copy=False)
+            data[name] = categorical(values)
         elif name in INT_COLUMNS:
             data[name] = np.asarray(values, dtype=np.int64)
         elif name in COUNTER_COLUMNS:
             data[name] = pd.array(values, dtype="Int64", copy=False)
         elif name == "metadata":
+            if isinstance(values, pd.api.extensions.ExtensionArray):
+                values = values.to_numpy(dtype=object)
             data[name] = values if isinstance(values, np.ndarray) else _object_array(values)
         else:
             data[name] = np.asarray(values, dtype=bool)
@@ -60,4 +114,10 @@ def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
         return empty_frame()
     if len(parts) == 1:
         return parts[0].reset_index(drop=True)
-    return pd.concat(parts, ignore_index=True)
+    columns: dict[str, Any] = {}
+    for name in COLUMNS:
+        if name in STRING_COLUMNS:
+            columns[name] = concat_strings([frame[name].array for frame in parts])
+        else:
+            columns[name] = pd.concat([frame[name] for frame in parts], ignore_index=True).array
+    return frame_from_columns(columns)

@@ -27,9 +27,7 @@ _COUNTERS = (
 
 def _counter(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
     column = frame[name]
-    present = column.notna().to_numpy()
-    values = column.fillna(0).to_numpy(dtype=np.int64)
-    return values, present
+    return column.to_numpy(dtype=np.int64, na_value=0), column.notna().to_numpy()
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +39,9 @@ class Coded:
 
     @classmethod
     def of(cls, column: pd.Series) -> Coded:
+        """The column's own codes when it is categorical (the loader's string columns), else factorized."""
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            return cls(column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object))
         codes, uniques = pd.factorize(column, use_na_sentinel=True)
         return cls(np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object))
 

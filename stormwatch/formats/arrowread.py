@@ -38,6 +38,11 @@ _BLOCKS_PER_BUFFER = 4
 #: Block size when one thread parses the whole buffer: Arrow's default, which costs
 #: the least CPU per byte on one core (measured against 256 KiB and 4 MiB blocks).
 _SINGLE_THREAD_BLOCK_BYTES = 1 << 20
+#: Tables are read into the C library's heap, not Arrow's default pool (mimalloc),
+#: which keeps freed pages for a second: a table lives only until its columns are
+#: copied out, and the heap hands its memory straight to the next unit's numpy
+#: arrays. On the 8-rank bench job this lowers the peak resident memory by ~25 MB.
+_POOL = pa.system_memory_pool()
 
 
 def _schema_in_line_order(first_line: bytes) -> pa.Schema:
@@ -97,6 +102,7 @@ def read_table(data: bytes, lines: LineIndex, *, threads: bool = True) -> pa.Tab
             pa.py_buffer(data),
             read_options=_read_options(len(data), threads=threads),
             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+            memory_pool=_POOL,
         )
         if not lines.ascii:  # Arrow's reader lets bytes that are not UTF-8 into strings
             table.validate(full=True)

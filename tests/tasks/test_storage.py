@@ -101,7 +101,7 @@ def test_fetched_job_loads_like_the_local_folder(backend: Backend, tmp_path: Pat
     fetched, local = load_artifacts(tree), load_artifacts([source])
 
     assert len(local.events) > 0
-    pd.testing.assert_frame_equal(fetched.events, local.events)
+    pd.testing.assert_frame_equal(fetched.events, local.events, check_categorical=False)
     assert fetched.sessions == local.sessions
     assert fetched.selected_session_id == local.selected_session_id
     assert fetched.markers == local.markers
