@@ -25,6 +25,7 @@ from stormwatch.discover import Unit, discover, unit_for_file
 from stormwatch.formats.timeline import RankAllocator
 from stormwatch.frame import empty_frame
 from stormwatch.limits import DEFAULT_LIMITS, LoadLimits
+from stormwatch.loans import MappingPool
 from stormwatch.markers import TimelineMarker, derive_markers
 from stormwatch.sessions import (
     Accumulator,
@@ -113,11 +114,12 @@ def _load_units(
     parallel = [index for index, (_, unit) in enumerate(inputs) if not needs_allocator(unit)]
     sizes = [readings[id(inputs[index][0])].unit_bytes(*inputs[index]) for index in parallel]
     threads = dict(zip(parallel, _arrow_threads(sizes), strict=True))
+    mappings = MappingPool()
     pool = ThreadPoolExecutor(max_workers=_WORKERS)
     try:
         ahead = {
             index: pool.submit(load_unit, tree, unit, allocator=None,
-                               reading=replace(readings[id(tree)], arrow_threads=threads[index]))
+                               reading=replace(readings[id(tree)], arrow_threads=threads[index], pool=mappings))
             for index, (tree, unit) in enumerate(inputs)
             if index in threads
         }
@@ -132,6 +134,7 @@ def _load_units(
             yield result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        mappings.close()
 
 
 def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *, listed: bool = True) -> None:

@@ -8,12 +8,17 @@ session-less artifacts, so for local files it equals what stormlog derives.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
+
+from stormwatch.loans import MappingPool, lend_contents
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,14 @@ class StreamingTree(Protocol):
     """A tree that can also hand out an artifact as a binary stream (for chunked parsing)."""
 
     def open(self, key: str) -> BinaryIO: ...
+
+
+@runtime_checkable
+class LoaningTree(Protocol):
+    """A tree that can lend an artifact's bytes for the length of a ``with`` block."""
+
+    def loan(self, key: str, pool: MappingPool | None = None) -> contextlib.AbstractContextManager[bytes | mmap.mmap]:
+        ...
 
 
 class LocalTree:
@@ -87,6 +100,15 @@ class LocalTree:
     def open(self, key: str) -> BinaryIO:
         """The file as a buffered binary stream; the caller closes it."""
         return (self.root / key).open("rb")
+
+    @contextmanager
+    def loan(self, key: str, pool: MappingPool | None = None) -> Iterator[bytes | mmap.mmap]:
+        """The file's bytes for the length of a ``with`` block, read into an anonymous
+        mapping lent by ``pool`` (see :mod:`stormwatch.loans`) rather than the C heap."""
+        with (self.root / key).open("rb", buffering=0) as stream:
+            size = os.fstat(stream.fileno()).st_size
+            with lend_contents(stream, size, pool) as data:
+                yield data
 
     def size_bytes(self, key: str) -> int | None:
         """The file's size from ``stat`` (no byte read), ``None`` when it cannot be stat'ed."""

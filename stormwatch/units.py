@@ -24,8 +24,9 @@ from stormwatch.formats.timeline import RankAllocator, TimelineResult, read_time
 from stormwatch.frame import concat_frames, frame_from_rows
 from stormwatch.ids import stable_legacy_session_id
 from stormwatch.limits import LoadLimits
+from stormwatch.loans import MappingPool
 from stormwatch.sessions import SessionPart, SessionSummary, infer_summary, summary_from_last_event
-from stormwatch.tree import ArtifactTree, LocalTree, StreamingTree
+from stormwatch.tree import ArtifactTree, LoaningTree, LocalTree, StreamingTree
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,14 @@ def register_ranks(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> 
 @dataclass(frozen=True)
 class Reading:
     """How a unit is read: the job's caps, the artifacts' sizes in bytes when the
-    caller knows them from a listing (else local files are ``stat``-ed), and whether
+    caller knows them from a listing (else local files are ``stat``-ed), whether
     Arrow may parse on its thread pool (false while several units parse at once,
-    each on its own core)."""
+    each on its own core), and the mappings local files are read into."""
 
     limits: LoadLimits = LoadLimits()
     sizes: Mapping[str, int] | None = None
     arrow_threads: bool = True
+    pool: MappingPool | None = None
 
     def size_bytes(self, tree: ArtifactTree, key: str) -> int | None:
         if self.sizes is not None and key in self.sizes:
@@ -96,6 +98,10 @@ def _read_segment(
         with tree.open(segment) as stream:
             return read_jsonl_stream(stream, label=label, default_session_id=default_session_id, chunk_bytes=chunk,
                                      max_events=reading.limits.max_events, arrow_threads=reading.arrow_threads)
+    if isinstance(tree, LoaningTree):
+        with tree.loan(segment, reading.pool) as data:
+            return read_jsonl(data, label=label, default_session_id=default_session_id,
+                              arrow_threads=reading.arrow_threads)
     return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id,
                       arrow_threads=reading.arrow_threads)
 

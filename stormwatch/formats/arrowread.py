@@ -15,7 +15,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.json as pj
 
-from stormwatch.formats.lines import LineIndex
+from stormwatch.formats.lines import Buffer, LineIndex
 from stormwatch.records import COUNTER_COLUMNS, INT_COLUMNS, STRING_COLUMNS
 
 STRING_FIELDS = STRING_COLUMNS
@@ -68,7 +68,7 @@ def _schema_in_line_order(first_line: bytes) -> pa.Schema:
     return pa.schema(fields + [field for field in SCHEMA if field.name not in keys])
 
 
-def _arrow_can_read(data: bytes, lines: LineIndex) -> bool:
+def _arrow_can_read(data: Buffer, lines: LineIndex) -> bool:
     """Whether every line starts an object (Arrow crashes on some other first lines,
     ``null`` for one) and none nests deep enough to overflow Arrow's stack."""
     buffer = np.frombuffer(data, dtype=np.uint8)
@@ -87,7 +87,7 @@ def _read_options(size_bytes: int, *, threads: bool) -> pj.ReadOptions:
     return pj.ReadOptions(block_size=max(_MIN_BLOCK_BYTES, -(-size_bytes // _BLOCKS_PER_BUFFER)))
 
 
-def read_table(data: bytes, lines: LineIndex, *, threads: bool = True) -> pa.Table | None:
+def read_table(data: Buffer, lines: LineIndex, *, threads: bool = True) -> pa.Table | None:
     """The buffer's lines as one table (one row per line of ``lines``), or None when refused.
 
     ``threads``: parse on Arrow's thread pool (a buffer on its own); else on the

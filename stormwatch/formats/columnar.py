@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from stormwatch.formats.arrowread import INT_FIELDS, STRING_FIELDS, read_table
 from stormwatch.formats.columns import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
 from stormwatch.formats.jsonvalue import parse_json_value
-from stormwatch.formats.lines import LineIndex
+from stormwatch.formats.lines import Buffer, LineIndex
 from stormwatch.frame import frame_from_columns
 from stormwatch.records import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
 
@@ -64,7 +64,7 @@ class ColumnarResult:
 class _RawLines:
     """The raw text of chosen lines: ``positions`` map table rows to line positions."""
 
-    def __init__(self, data: bytes, lines: LineIndex, positions: np.ndarray) -> None:
+    def __init__(self, data: Buffer, lines: LineIndex, positions: np.ndarray) -> None:
         self.data, self.lines, self.positions = data, lines, positions
         self._array: pa.Array | None = None
 
@@ -192,7 +192,7 @@ def _session_ids(table: pa.Table, default_session_id: str) -> pa.ChunkedArray:
 
 
 def columnar_events(
-    data: bytes, lines: LineIndex, *, default_session_id: str, arrow_threads: bool = True
+    data: Buffer, lines: LineIndex, *, default_session_id: str, arrow_threads: bool = True
 ) -> ColumnarResult | None:
     """Schema v2/v3 rows of a JSONL buffer as canonical events (see module doc);
     ``arrow_threads`` as :func:`~stormwatch.formats.arrowread.read_table`'s ``threads``."""

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from stormwatch.formats.columnar import columnar_events
 from stormwatch.formats.jsonvalue import parse_json_value
-from stormwatch.formats.lines import LineIndex, index_lines
+from stormwatch.formats.lines import Buffer, LineIndex, index_lines
 from stormwatch.frame import concat_frames, frame_from_rows
 from stormwatch.limits import JobLimitError
 from stormwatch.problems import MAX_LISTED_PER_FILE, describe_problems
@@ -36,8 +36,8 @@ class ParsedEvents:
     warnings: tuple[str, ...]
 
 
-def _drop_torn_tail(data: bytes) -> bytes:
-    if not data or data.endswith(b"\n"):
+def _drop_torn_tail(data: Buffer) -> Buffer:
+    if not len(data) or data[-1:] == b"\n":
         return data
     cut = data.rfind(b"\n") + 1
     tail = data[cut:]
@@ -51,7 +51,7 @@ def _drop_torn_tail(data: bytes) -> bytes:
 
 
 def _parse_rows(
-    data: bytes,
+    data: Buffer,
     lines: LineIndex,
     positions: np.ndarray,
     *,
@@ -87,7 +87,7 @@ def _parse_rows(
 
 
 def _parse_buffer(
-    data: bytes, *, default_session_id: str, line_offset: int = 0, arrow_threads: bool = True
+    data: Buffer, *, default_session_id: str, line_offset: int = 0, arrow_threads: bool = True
 ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     """Events of newline-aligned JSONL bytes in line order, and (line number, reason) problems;
     line numbers count from ``line_offset + 1`` (the lines before this buffer in its file)."""
@@ -117,16 +117,17 @@ def _parse_buffer(
     return frame, problems
 
 
-def read_jsonl(data: bytes, *, label: str, default_session_id: str, arrow_threads: bool = True) -> ParsedEvents:
+def read_jsonl(data: Buffer, *, label: str, default_session_id: str, arrow_threads: bool = True) -> ParsedEvents:
     """Events of one JSONL artifact in line order; ``label`` names it in warnings.
 
-    ``arrow_threads``: let Arrow parse on its thread pool (see
-    :func:`~stormwatch.formats.arrowread.read_table`); the result is the same either way.
+    ``data`` is only read (a mapping of the file will do). ``arrow_threads``: let
+    Arrow parse on its thread pool (see :func:`~stormwatch.formats.arrowread.read_table`);
+    the result is the same either way.
     """
-    if data.startswith(BOM):
+    if data[: len(BOM)] == BOM:
         data = data[len(BOM) :]
-    if b"\n" not in data and b"\r" in data:  # classic Mac line endings: Python's text mode reads them as lines
-        data = data.replace(b"\r", b"\n")
+    if data.find(b"\n") < 0 and data.find(b"\r") >= 0:  # classic Mac line endings, read as lines by Python
+        data = bytes(data).replace(b"\r", b"\n")
     frame, problems = _parse_buffer(_drop_torn_tail(data), default_session_id=default_session_id,
                                     arrow_threads=arrow_threads)
     return ParsedEvents(frame, tuple(describe_problems(label, problems)))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
+
+#: A file's bytes in memory: ``bytes``, or a read-only mapping of them (which
+#: supports ``find``, ``rfind``, ``len`` and slicing to ``bytes``, as used here).
+Buffer: TypeAlias = bytes | mmap.mmap
 
 _BLANK_BYTES = np.zeros(256, dtype=bool)
 _BLANK_BYTES[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
@@ -43,7 +49,7 @@ def _scan(buffer: np.ndarray) -> tuple[np.ndarray, bool]:
     return np.concatenate(found), ascii
 
 
-def index_lines(data: bytes) -> LineIndex:
+def index_lines(data: Buffer) -> LineIndex:
     buffer = np.frombuffer(data, dtype=np.uint8)
     newlines, ascii = _scan(buffer)
     starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
