@@ -46,11 +46,14 @@ def categorical(values: Any) -> pd.Categorical:
         values = pa.array(values)
     if isinstance(values, pa.Array | pa.ChunkedArray):
         encoded = pc.dictionary_encode(values)
-        chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
-        if not chunks:
-            return pd.Categorical.from_codes(np.zeros(0, dtype=np.int32), categories=_categories([]))
-        codes = np.concatenate([chunk.indices.fill_null(-1).to_numpy() for chunk in chunks])
-        dictionary = chunks[-1].dictionary.to_numpy(zero_copy_only=False)  # every chunk holds the whole dictionary
+        if isinstance(encoded, pa.ChunkedArray):
+            if encoded.num_chunks == 0:
+                return pd.Categorical.from_codes(np.zeros(0, dtype=np.int32), categories=_categories([]))
+            dictionary = encoded.chunk(encoded.num_chunks - 1).dictionary  # every chunk holds the whole dictionary
+            indices = pa.chunked_array([chunk.indices for chunk in encoded.chunks]).combine_chunks()
+        else:
+            dictionary, indices = encoded.dictionary, encoded.indices
+        codes = (indices.fill_null(-1) if indices.null_count else indices).to_numpy()
         return pd.Categorical.from_codes(codes, categories=_categories(dictionary), validate=False)
     objects = _object_array(values)
     present = pd.notna(objects)
