@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from io import RawIOBase
 from types import TracebackType
 
-
 #: Private (copy-on-write) anonymous memory: a shared anonymous mapping cannot grow
 #: by ``resize`` (the pages past its first size have no backing, and reading a file
 #: into them fails with EFAULT).
