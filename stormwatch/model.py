@@ -23,7 +23,7 @@ import pandas as pd
 from stormwatch.analysis.attribution import PhaseIndex
 from stormwatch.analysis.candidates import Candidate, RankEvents, earliest, most_severe, rank_candidates
 from stormwatch.analysis.capabilities import capability_warnings
-from stormwatch.analysis.collective import CollectiveConfig, CollectivePreset, CollectiveResult, attribute_collective
+from stormwatch.analysis.collective import CollectiveConfig, CollectivePreset, attribute_collective
 from stormwatch.analysis.columns import JobColumns
 from stormwatch.analysis.gaps import GapThresholds
 from stormwatch.markers import TimelineMarker, derive_markers, spans_from_markers
@@ -232,9 +232,7 @@ def build_model(
         present = [rank for rank in present if rank in selected_ranks]
 
     phases = PhaseIndex.from_events(columns.frame) if markers is None else PhaseIndex(spans_from_markers(markers))
-    collective: dict[int, list[CollectiveResult]] = {}
-    for result in attribute_collective(columns, config=config, phases=phases):
-        collective.setdefault(result.rank, []).append(result)
+    collective = attribute_collective(columns, config=config, phases=phases)
 
     rows: list[RankDiagnosticsRow] = []
     timelines: dict[int, dict[str, np.ndarray]] = {}
@@ -244,7 +242,7 @@ def build_model(
         if group is None:
             rows.append(_missing_row(rank))
             continue
-        found = rank_candidates(columns, group, collective.get(rank, ()), phases=phases, thresholds=gap_thresholds)
+        found = rank_candidates(columns, group, collective, phases=phases, thresholds=gap_thresholds)
         rows.append(_rank_summary(columns, group, found))
         candidates.extend(found)
         timelines[rank] = _timeline(columns, group.samples)

@@ -4,10 +4,10 @@ The reference lists every alert, every gap-ratio breach, every gap finding and
 every collective interval of a rank, then picks the earliest (ties: first
 listed) and the most severe (ties: earliest, then first listed). Only a few of
 them can ever be picked: the first alert overall and the first of each alert
-severity, the first breach (breaches are all warnings), every gap finding and
-every collective interval. Keeping just those, in the same relative order,
-picks the same winners without a Python object per breaching sample; phase
-paths are resolved for the kept ones only.
+severity, the first breach (breaches are all warnings), every gap finding, and
+the earliest and the most severe collective interval. Keeping just those, in
+the same relative order, picks the same winners without a Python object per
+breaching sample or interval; phase paths are resolved for the kept ones only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from stormwatch.analysis.attribution import PhaseAttribution, PhaseIndex
 from stormwatch.analysis.capabilities import fragmentation_ratios
-from stormwatch.analysis.collective import CollectiveResult
+from stormwatch.analysis.collective import CollectiveIntervals, CollectiveResult
 from stormwatch.analysis.columns import JobColumns
 from stormwatch.analysis.gaps import GapThresholds, classify_gaps
 from stormwatch.severity import Severity
@@ -112,7 +112,7 @@ def _breaches(columns: JobColumns, samples: np.ndarray, ratio: float) -> np.ndar
 def rank_candidates(
     columns: JobColumns,
     rank: RankEvents,
-    collective: Sequence[CollectiveResult],
+    collective: CollectiveIntervals,
     *,
     phases: PhaseIndex,
     thresholds: GapThresholds,
@@ -149,14 +149,36 @@ def rank_candidates(
             phase_path=_phase_path(columns, phases, position, rank.rank),
         ))
     anchor_ns = int(columns.timestamp_ns[rank.anchor])
-    for result in collective:
-        out.append(_collective_candidate(result, anchor_ns))
+    for index in _collective_winners(collective, rank.rank, anchor_ns):
+        out.append(_collective_candidate(collective.result(index), anchor_ns))
     return out
+
+
+def _collective_severity(confidence: float) -> Severity:
+    rounded = round(confidence, 3)
+    return Severity.CRITICAL if rounded >= 0.8 else Severity.WARNING if rounded >= 0.6 else Severity.INFO
+
+
+def _collective_winners(collective: CollectiveIntervals, rank: int, anchor_ns: int) -> list[int]:
+    """The rank's intervals that can win, in their order: the earliest (first on ties) and
+    the most severe (then earliest, then first). Any other interval loses both races
+    to one of these, which is listed before it, so the winners stay the same."""
+    indices = collective.of_rank(rank).tolist()
+    if not indices:
+        return []
+    starts, confidences = collective.start_ns, collective.confidence
+    keys = {
+        index: (max(int(starts[index]), anchor_ns), _collective_severity(float(confidences[index])))
+        for index in indices
+    }
+    earliest_index = min(indices, key=lambda index: keys[index][0])
+    severe_index = min(indices, key=lambda index: (-keys[index][1].level, keys[index][0]))
+    return sorted({earliest_index, severe_index})
 
 
 def _collective_candidate(result: CollectiveResult, anchor_ns: int) -> Candidate:
     confidence = round(result.confidence, 3)
-    severity = Severity.CRITICAL if confidence >= 0.8 else Severity.WARNING if confidence >= 0.6 else Severity.INFO
+    severity = _collective_severity(result.confidence)
     reasons = ", ".join(result.reason_codes) or "none"
     attribution: PhaseAttribution | None = result.attribution
     return Candidate(

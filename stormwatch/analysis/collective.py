@@ -203,14 +203,14 @@ def _synchronised_ranks(spikes: _Spikes, window_ns: int) -> np.ndarray:
 
 def attribute_collective(
     columns: JobColumns, *, config: CollectiveConfig, phases: PhaseIndex
-) -> tuple[CollectiveResult, ...]:
+) -> CollectiveIntervals:
     """Communication-attributed intervals, by rank then start time."""
     usable = columns.allocator_complete
     if not usable.any():
-        return ()
+        return NO_INTERVALS
     spikes = _detect(columns, usable, config)
     if spikes is None:
-        return ()
+        return NO_INTERVALS
     positive_ws = columns.world_size[usable & (columns.world_size > 0)]
     world = int(positive_ws.max()) if len(positive_ws) else max(len(np.unique(columns.rank[usable])), 1)
     trace_start_ns = max(0, int(columns.timestamp_ns[np.flatnonzero(usable)[0]]))
@@ -241,7 +241,7 @@ def attribute_collective(
     rounded = np.array([round(value, 3) for value in confidence.tolist()])
     keep = np.flatnonzero((confidence > 0) & (rounded >= config.min_confidence))
     if len(keep) == 0:
-        return ()
+        return NO_INTERVALS
 
     start = np.maximum(
         max(0, trace_start_ns),
@@ -255,9 +255,8 @@ def attribute_collective(
         | np.where(divergence >= 0.5, _Reason.DIVERGENT, 0)
         | np.where(lone, _Reason.LONE, 0)
     ).astype(np.int64)
-    sessions = columns.session_id
     order = keep[np.lexsort((start[keep], spikes.rank[keep]))]
-    return tuple(_merge(order, spikes, start, end, classes, rounded, bits, sessions, phases))
+    return _merge(order, spikes, start, end, classes, rounded, bits, columns.session_id, phases)
 
 
 class _Reason(IntFlag):
@@ -317,37 +316,73 @@ def _merge(
     reason_bits: np.ndarray,
     sessions: Coded,
     phases: PhaseIndex,
-) -> list[CollectiveResult]:
+) -> CollectiveIntervals:
     """Merge each rank's overlapping intervals (``order``: by rank, then start)."""
     ranks = spikes.rank[order]
     starts = _group_starts(ranks, start[order], end[order])
-    first_ns = np.minimum.reduceat(start[order], starts)
-    last_ns = np.maximum.reduceat(end[order], starts)
-    strongest = np.maximum.reduceat(classes[order], starts)
-    surest = np.maximum.reduceat(confidence[order], starts)
-    reasons = np.bitwise_or.reduceat(reason_bits[order], starts).tolist()
-    members_of = np.split(order, starts[1:])
-    merged = []
-    for group, members in enumerate(members_of):
-        rank = int(ranks[starts[group]])
-        attribution = (
-            merge_attributions(
-                phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions.at(int(spikes.position[i]))),
-                               rank=rank)
-                for i in members.tolist()
-            )
-            if phases
-            else None
+    return CollectiveIntervals(
+        rank=ranks[starts],
+        start_ns=np.minimum.reduceat(start[order], starts),
+        end_ns=np.maximum.reduceat(end[order], starts),
+        classification=np.maximum.reduceat(classes[order], starts),
+        confidence=np.maximum.reduceat(confidence[order], starts),
+        reason_bits=np.bitwise_or.reduceat(reason_bits[order], starts),
+        members=tuple(np.split(order, starts[1:])),
+        _spikes=spikes,
+        _sessions=sessions,
+        _phases=phases,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveIntervals:
+    """A job's merged communication-attributed intervals, as arrays: one entry per
+    interval, by rank then start (ns); ``confidence`` rounded to 3 places.
+
+    :meth:`result` materialises one interval with its phase attribution, so that
+    only intervals that can become a first cause pay for phase resolution.
+    """
+
+    rank: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    classification: np.ndarray  # CollectiveClass values
+    confidence: np.ndarray
+    reason_bits: np.ndarray
+    members: tuple[np.ndarray, ...]  # per interval, its spikes (indices into _spikes)
+    _spikes: _Spikes | None = None
+    _sessions: Coded | None = None
+    _phases: PhaseIndex | None = None
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def of_rank(self, rank: int) -> np.ndarray:
+        """Indices of the rank's intervals, in start order."""
+        return np.flatnonzero(self.rank == rank)
+
+    def result(self, index: int) -> CollectiveResult:
+        rank = int(self.rank[index])
+        return CollectiveResult(
+            rank=rank,
+            interval_start_ns=int(self.start_ns[index]),
+            interval_end_ns=int(self.end_ns[index]),
+            classification=CollectiveClass(int(self.classification[index])),
+            confidence=float(self.confidence[index]),
+            reason_codes=_reason_codes(int(self.reason_bits[index])),
+            attribution=self._attribution(index, rank),
         )
-        merged.append(
-            CollectiveResult(
-                rank=rank,
-                interval_start_ns=int(first_ns[group]),
-                interval_end_ns=int(last_ns[group]),
-                classification=CollectiveClass(int(strongest[group])),
-                confidence=float(surest[group]),
-                reason_codes=_reason_codes(reasons[group]),
-                attribution=attribution,
-            )
+
+    def _attribution(self, index: int, rank: int) -> PhaseAttribution | None:
+        spikes, sessions, phases = self._spikes, self._sessions, self._phases
+        if spikes is None or sessions is None or phases is None or not phases:
+            return None
+        return merge_attributions(
+            phases.resolve(int(spikes.timestamp_ns[i]), session_id=str(sessions.at(int(spikes.position[i]))),
+                           rank=rank)
+            for i in self.members[index].tolist()
         )
-    return merged
+
+
+_EMPTY_INTS = np.zeros(0, dtype=np.int64)
+NO_INTERVALS = CollectiveIntervals(_EMPTY_INTS, _EMPTY_INTS, _EMPTY_INTS, _EMPTY_INTS, np.zeros(0), _EMPTY_INTS, ())
