@@ -110,13 +110,15 @@ def _phase_markers(events: pd.DataFrame) -> list[TimelineMarker]:
     spans = replay_spans(events)
     if not spans:
         return []
-    ranks = events["rank"].to_numpy()
-    sessions = events["session_id"]
-    local_ranks, world_sizes = events["local_rank"].to_numpy(), events["world_size"].to_numpy()
+    firsts: dict[tuple[str, int], tuple[int, int]] = {}  # (session, rank) -> its first row's local rank, world size
+    for session_id, rank, local_rank, world_size in zip(
+        events["session_id"].tolist(), events["rank"].tolist(), events["local_rank"].tolist(),
+        events["world_size"].tolist(), strict=True,
+    ):
+        firsts.setdefault((session_id, rank), (local_rank, world_size))
     markers = []
     for (session_id, rank), group in spans.items():
-        first = int(np.flatnonzero((ranks == rank) & (sessions == session_id).to_numpy())[0])
-        local_rank, world_size = int(local_ranks[first]), int(world_sizes[first])
+        local_rank, world_size = firsts[(session_id, rank)]
         for span in group:
             markers.append(
                 TimelineMarker(

@@ -55,8 +55,10 @@ def register_ranks(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> 
     for part in parts:
         if part.events.empty:
             continue
-        allocator.used.update(int(r) for r in np.unique(part.events["rank"].to_numpy()))
-        allocator.max_world_size = max(allocator.max_world_size, int(part.events["world_size"].max()))
+        ranks = part.events["rank"].to_numpy()
+        low, high = int(ranks.min()), int(ranks.max())
+        allocator.used.update([low] if low == high else (int(r) for r in np.unique(ranks)))  # one rank: no sort
+        allocator.max_world_size = max(allocator.max_world_size, int(part.events["world_size"].to_numpy().max()))
 
 
 @dataclass(frozen=True)
