@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import logging
+import mmap
 import os
 import stat
 import tempfile
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from stormwatch.loans import MappingPool, lend_contents
 from stormwatch.tree import Entry
 from tasks.storage import (
     JobListing,
@@ -97,6 +99,16 @@ class LocalJobTree:
     def open(self, key: str) -> BinaryIO:
         """The input as a buffered binary stream (big JSONL is parsed from it in chunks)."""
         return self._path(key).open("rb")
+
+    @contextmanager
+    def loan(self, key: str, pool: MappingPool | None = None) -> Iterator[bytes | mmap.mmap]:
+        """The input's bytes for a ``with`` block, in a mapping lent by ``pool`` (see
+        :mod:`stormwatch.loans`): what the loader reads JSONL from, so that a fleet
+        audit's worker threads do not keep each file's buffer in their heaps."""
+        with self._path(key).open("rb", buffering=0) as stream, lend_contents(
+            stream, os.fstat(stream.fileno()).st_size, pool
+        ) as data:
+            yield data
 
     def exists(self, key: str) -> bool:
         return key in self._keys

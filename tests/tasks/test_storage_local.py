@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from stormwatch.loans import MappingPool
 from tasks.local import LocalStorage
 from tasks.storage import StorageError, StorageSettings
 
@@ -106,13 +107,17 @@ def test_job_inputs_never_leave_the_job_folder(root: Path, outside: Path) -> Non
 
     assert [entry.key for entry in tree.entries()] == ["events.jsonl", "inner.jsonl"]
     assert tree.read("inner.jsonl") == b"{}\n"
+    with MappingPool() as pool, tree.loan("inner.jsonl", pool) as lent:  # how the loader reads JSONL
+        assert lent[:] == b"{}\n"
     assert not tree.exists("stolen.json")
-    with pytest.raises(KeyError):
-        tree.read("stolen.json")
+    for read in (tree.read, lambda key: tree.loan(key).__enter__()):
+        with pytest.raises(KeyError):
+            read("stolen.json")
     (job / "events.jsonl").unlink()
     (job / "events.jsonl").symlink_to(outside / "secret.json")  # swapped after listing
-    with pytest.raises(StorageError, match="outside its job folder"):
-        tree.read("events.jsonl")
+    for read in (tree.read, lambda key: tree.loan(key).__enter__()):
+        with pytest.raises(StorageError, match="outside its job folder"):
+            read("events.jsonl")
 
 
 def test_identity_is_the_absolute_path(root: Path) -> None:
