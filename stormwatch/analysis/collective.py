@@ -328,9 +328,9 @@ def _merge(
         confidence=np.maximum.reduceat(confidence[order], starts),
         reason_bits=np.bitwise_or.reduceat(reason_bits[order], starts),
         members=tuple(np.split(order, starts[1:])),
-        _spikes=spikes,
-        _sessions=sessions,
-        _phases=phases,
+        spikes=spikes,
+        sessions=sessions,
+        phases=phases,
     )
 
 
@@ -349,10 +349,10 @@ class CollectiveIntervals:
     classification: np.ndarray  # CollectiveClass values
     confidence: np.ndarray
     reason_bits: np.ndarray
-    members: tuple[np.ndarray, ...]  # per interval, its spikes (indices into _spikes)
-    _spikes: _Spikes | None = None
-    _sessions: Coded | None = None
-    _phases: PhaseIndex | None = None
+    members: tuple[np.ndarray, ...]  # per interval, its spikes (indices into ``spikes``)
+    spikes: _Spikes | None = None
+    sessions: Coded | None = None
+    phases: PhaseIndex | None = None
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -374,7 +374,7 @@ class CollectiveIntervals:
         )
 
     def _attribution(self, index: int, rank: int) -> PhaseAttribution | None:
-        spikes, sessions, phases = self._spikes, self._sessions, self._phases
+        spikes, sessions, phases = self.spikes, self.sessions, self.phases
         if spikes is None or sessions is None or phases is None or not phases:
             return None
         return merge_attributions(
