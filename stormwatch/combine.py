@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stormwatch.frame import STRING_DTYPE, concat_strings, empty_frame, frame_from_columns
+from stormwatch.frame import concat_strings, empty_frame, frame_from_columns, repeated_string
 from stormwatch.records import COLUMNS, COUNTER_COLUMNS, DEDUPE_KEY, STRING_COLUMNS
 
 #: Results of at least this many rows are gathered on this many threads, one column at a time.
@@ -69,9 +69,7 @@ def _gather(frames: Sequence[pd.DataFrame], order: np.ndarray | None, session_id
         gathered = [_gather_column(name, arrays[name], order) for name in names]
     columns: dict[str, Any] = dict(zip(names, gathered, strict=True))
     if session_id is not None:
-        columns["session_id"] = pd.Categorical.from_codes(
-            np.zeros(size, dtype=np.int8), categories=pd.Index([session_id], dtype=STRING_DTYPE), validate=False
-        )
+        columns["session_id"] = repeated_string(session_id, size)
     return frame_from_columns(columns)
 
 

@@ -65,6 +65,11 @@ def categorical(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=_categories(distinct), validate=False)
 
 
+def repeated_string(value: str, size: int) -> pd.Categorical:
+    """``size`` rows all holding ``value`` (one category, codes all zero)."""
+    return pd.Categorical.from_codes(np.zeros(size, dtype=np.int8), categories=_categories([value]), validate=False)
+
+
 def concat_strings(arrays: Sequence[Any]) -> pd.Categorical:
     """String columns one after another, as one ``Categorical`` over the union of their values."""
     parts = [categorical(array) for array in arrays]

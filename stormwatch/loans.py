@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import os
 import threading
 from collections.abc import Iterator
 from io import RawIOBase
+from pathlib import Path
 from types import TracebackType
 
 #: Private (copy-on-write) anonymous memory: a shared anonymous mapping cannot grow
@@ -113,3 +115,10 @@ def lend_contents(stream: RawIOBase, size_bytes: int, pool: MappingPool | None) 
             pool.give_back(buffer)
         else:
             _unmap(buffer)
+
+
+@contextlib.contextmanager
+def lend_file(path: Path, pool: MappingPool | None) -> Iterator[bytes | mmap.mmap]:
+    """The file at ``path``, read whole into a mapping as :func:`lend_contents` does."""
+    with path.open("rb", buffering=0) as stream, lend_contents(stream, os.fstat(stream.fileno()).st_size, pool) as data:
+        yield data

@@ -12,13 +12,12 @@ import contextlib
 import io
 import mmap
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
-from stormwatch.loans import MappingPool, lend_contents
+from stormwatch.loans import MappingPool, lend_file
 
 
 @dataclass(frozen=True)
@@ -101,14 +100,10 @@ class LocalTree:
         """The file as a buffered binary stream; the caller closes it."""
         return (self.root / key).open("rb")
 
-    @contextmanager
-    def loan(self, key: str, pool: MappingPool | None = None) -> Iterator[bytes | mmap.mmap]:
+    def loan(self, key: str, pool: MappingPool | None = None) -> contextlib.AbstractContextManager[bytes | mmap.mmap]:
         """The file's bytes for the length of a ``with`` block, read into an anonymous
         mapping lent by ``pool`` (see :mod:`stormwatch.loans`) rather than the C heap."""
-        with (self.root / key).open("rb", buffering=0) as stream:
-            size = os.fstat(stream.fileno()).st_size
-            with lend_contents(stream, size, pool) as data:
-                yield data
+        return lend_file(self.root / key, pool)
 
     def size_bytes(self, key: str) -> int | None:
         """The file's size from ``stat`` (no byte read), ``None`` when it cannot be stat'ed."""

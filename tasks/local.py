@@ -22,11 +22,11 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from stormwatch.loans import MappingPool, lend_contents
+from stormwatch.loans import MappingPool, lend_file
 from stormwatch.tree import Entry
 from tasks.storage import (
     JobListing,
@@ -100,15 +100,11 @@ class LocalJobTree:
         """The input as a buffered binary stream (big JSONL is parsed from it in chunks)."""
         return self._path(key).open("rb")
 
-    @contextmanager
-    def loan(self, key: str, pool: MappingPool | None = None) -> Iterator[bytes | mmap.mmap]:
+    def loan(self, key: str, pool: MappingPool | None = None) -> AbstractContextManager[bytes | mmap.mmap]:
         """The input's bytes for a ``with`` block, in a mapping lent by ``pool`` (see
         :mod:`stormwatch.loans`): what the loader reads JSONL from, so that a fleet
         audit's worker threads do not keep each file's buffer in their heaps."""
-        with self._path(key).open("rb", buffering=0) as stream, lend_contents(
-            stream, os.fstat(stream.fileno()).st_size, pool
-        ) as data:
-            yield data
+        return lend_file(self._path(key), pool)
 
     def exists(self, key: str) -> bool:
         return key in self._keys
