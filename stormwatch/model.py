@@ -24,7 +24,7 @@ from stormwatch.analysis.attribution import PhaseIndex
 from stormwatch.analysis.candidates import Candidate, RankEvents, earliest, most_severe, rank_candidates
 from stormwatch.analysis.capabilities import capability_warnings
 from stormwatch.analysis.collective import CollectiveConfig, CollectivePreset, attribute_collective
-from stormwatch.analysis.columns import JobColumns
+from stormwatch.analysis.columns import JobColumns, distinct_ints
 from stormwatch.analysis.gaps import GapThresholds
 from stormwatch.markers import TimelineMarker, derive_markers, spans_from_markers
 
@@ -150,35 +150,11 @@ def _indicator(kind: str, candidate: Candidate) -> AnomalyIndicator:
     )
 
 
-#: Jobs with at most this many ranks find each rank's events with one scan per rank
-#: (cheaper than a stable sort of the whole rank column); larger jobs sort.
-_SCAN_RANKS = 64
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of an int64 array; a bincount when they span a small range."""
-    if values.size == 0:
-        return values
-    low, high = int(values.min()), int(values.max())
-    if high - low < 1 << 16:
-        return np.flatnonzero(np.bincount(values - low)) + low
-    return np.unique(values)
-
-
 def _rank_groups(columns: JobColumns) -> dict[int, RankEvents]:
-    ranks = _distinct(columns.rank).tolist()
-    groups = {}
-    if len(ranks) <= _SCAN_RANKS:
-        for rank in ranks:
-            events = np.flatnonzero(columns.rank == rank)
-            groups[rank] = RankEvents(rank, events, events[columns.is_sample[events]])
-        return groups
-    order = np.argsort(columns.rank, kind="stable")
-    bounds = [*np.searchsorted(columns.rank[order], ranks).tolist(), len(order)]
-    for index, rank in enumerate(ranks):
-        events = order[bounds[index] : bounds[index + 1]]
-        groups[rank] = RankEvents(rank, events, events[columns.is_sample[events]])
-    return groups
+    return {
+        rank: RankEvents(rank, events, events[columns.is_sample[events]])
+        for rank, events in columns.rank_positions.items()
+    }
 
 
 def expected_ranks(ranks: np.ndarray, world_sizes: np.ndarray) -> list[int]:
@@ -187,7 +163,7 @@ def expected_ranks(ranks: np.ndarray, world_sizes: np.ndarray) -> list[int]:
     World sizes above :data:`MAX_WORLD_SIZE` are ignored: a damaged record may claim
     ``2**63 - 1`` ranks, and listing them would exhaust memory.
     """
-    present = _distinct(ranks).tolist()
+    present = distinct_ints(ranks).tolist()
     positive = world_sizes[(world_sizes > 0) & (world_sizes <= MAX_WORLD_SIZE)]
     world = int(positive.max()) if len(positive) else len(present)
     return sorted(set(present) | set(range(world)))

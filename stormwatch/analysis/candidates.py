@@ -22,6 +22,7 @@ from stormwatch.analysis.capabilities import fragmentation_ratios
 from stormwatch.analysis.collective import CollectiveIntervals, CollectiveResult
 from stormwatch.analysis.columns import JobColumns
 from stormwatch.analysis.gaps import GapThresholds, classify_gaps
+from stormwatch.analysis.rounding import round_like_python
 from stormwatch.severity import Severity
 
 ALERT_SEVERITY = {"warning": Severity.WARNING, "critical": Severity.CRITICAL, "error": Severity.CRITICAL}
@@ -163,16 +164,15 @@ def _collective_winners(collective: CollectiveIntervals, rank: int, anchor_ns: i
     """The rank's intervals that can win, in their order: the earliest (first on ties) and
     the most severe (then earliest, then first). Any other interval loses both races
     to one of these, which is listed before it, so the winners stay the same."""
-    indices = collective.of_rank(rank).tolist()
-    if not indices:
+    indices = collective.of_rank(rank)
+    if not len(indices):
         return []
-    starts, confidences = collective.start_ns, collective.confidence
-    keys = {
-        index: (max(int(starts[index]), anchor_ns), _collective_severity(float(confidences[index])))
-        for index in indices
-    }
-    earliest_index = min(indices, key=lambda index: keys[index][0])
-    severe_index = min(indices, key=lambda index: (-keys[index][1].level, keys[index][0]))
+    starts_ns = np.maximum(collective.start_ns[indices], anchor_ns)
+    rounded = round_like_python(collective.confidence[indices], 3)
+    levels = np.select([rounded >= 0.8, rounded >= 0.6], [Severity.CRITICAL.level, Severity.WARNING.level],
+                       Severity.INFO.level)
+    earliest_index = int(indices[np.argmin(starts_ns)])  # argmin and lexsort keep the first of ties
+    severe_index = int(indices[np.lexsort((starts_ns, -levels))[0]])
     return sorted({earliest_index, severe_index})
 
 

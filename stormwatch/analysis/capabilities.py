@@ -43,7 +43,7 @@ def fragmentation_ratios(columns: JobColumns, positions: np.ndarray) -> np.ndarr
     v4 = columns.is_v4[positions]
     legacy = ~v4 & (reserved != 0)
     allocated = columns.allocated_bytes[positions]
-    out[legacy] = np.maximum(0, reserved[legacy] - allocated[legacy]) / reserved[legacy]
+    np.divide(np.maximum(0, reserved - allocated), reserved, out=out, where=legacy)
     if v4.any():
         where = positions[v4]
         ok = (

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from stormwatch.tokens import has_collective_token
 
+#: Jobs with at most this many ranks find each rank's events with one scan per rank
+#: (cheaper than a stable sort of the whole rank column); larger jobs sort.
+_SCAN_RANKS = 64
 ALERT_TYPES = frozenset({"warning", "critical", "error"})
 _COUNTERS = (
     "allocator_allocated_bytes",
@@ -135,7 +139,27 @@ class JobColumns:
     def __len__(self) -> int:
         return len(self.timestamp_ns)
 
-    @property
+    @cached_property
     def allocator_complete(self) -> np.ndarray:
         """Events with allocated, reserved and device-used counters (always true before schema v4)."""
         return self.has_allocated & self.has_reserved & self.has_used
+
+    @cached_property
+    def rank_positions(self) -> dict[int, np.ndarray]:
+        """Each rank's event positions (time order), ranks ascending."""
+        ranks = distinct_ints(self.rank).tolist()
+        if len(ranks) <= _SCAN_RANKS:
+            return {rank: np.flatnonzero(self.rank == rank) for rank in ranks}
+        order = np.argsort(self.rank, kind="stable")
+        bounds = [*np.searchsorted(self.rank[order], ranks).tolist(), len(order)]
+        return {rank: order[bounds[index] : bounds[index + 1]] for index, rank in enumerate(ranks)}
+
+
+def distinct_ints(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an int64 array; a bincount when they span a small range."""
+    if values.size == 0:
+        return values
+    low, high = int(values.min()), int(values.max())
+    if high - low < 1 << 16:
+        return np.flatnonzero(np.bincount(values - low)) + low
+    return np.unique(values)
