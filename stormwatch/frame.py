@@ -34,6 +34,19 @@ def _categories(values: Any) -> pd.Index:
     return pd.Index(values, dtype=STRING_DTYPE)
 
 
+def sole_string(column: pa.Array | pa.ChunkedArray) -> str | None:
+    """The string every row of an Arrow string column holds, when it has no nulls and
+    one value throughout (the usual case for hosts, job ids, session ids); else None.
+
+    One comparison per row against the first, several times cheaper than hashing.
+    """
+    textual = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+    if not textual or len(column) == 0 or column.null_count:
+        return None
+    first = column[0]
+    return str(first.as_py()) if pc.all(pc.equal(column, first)).as_py() else None
+
+
 def categorical(values: Any) -> pd.Categorical:
     """A string column as a ``Categorical`` with ``str`` categories (missing: NaN).
 
@@ -45,6 +58,9 @@ def categorical(values: Any) -> pd.Categorical:
     if isinstance(values, pd.api.extensions.ExtensionArray) and not isinstance(values, pd.Categorical):
         values = pa.array(values)
     if isinstance(values, pa.Array | pa.ChunkedArray):
+        sole = sole_string(values)
+        if sole is not None:
+            return repeated_string(sole, len(values))
         encoded = pc.dictionary_encode(values)
         if isinstance(encoded, pa.ChunkedArray):
             if encoded.num_chunks == 0:

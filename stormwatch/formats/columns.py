@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stormwatch.frame import sole_string
 from stormwatch.tokens import COLLAPSED_PATTERN, has_collective_token
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
@@ -78,6 +79,9 @@ def blank_rows(column: Column) -> np.ndarray:
 
     Whitespace is Python's (``str.strip``), which Arrow's ``utf8_trim_whitespace`` matches.
     """
+    sole = sole_string(column)
+    if sole is not None:
+        return np.arange(len(column), dtype=np.int64) if not sole.strip() else _NO_ROWS
     distinct = pc.unique(column)
     if len(distinct) <= FEW_DISTINCT:
         return _matching_rows(column, [text for text in distinct.to_pylist() if text is not None and not text.strip()])
@@ -86,6 +90,9 @@ def blank_rows(column: Column) -> np.ndarray:
 
 
 def _string_mask(column: Column, size: int) -> np.ndarray:
+    sole = sole_string(column)
+    if sole is not None:
+        return np.full(size, has_collective_token(sole), dtype=bool)
     distinct = pc.unique(column)
     if len(distinct) <= FEW_DISTINCT:
         hits = [text for text in distinct.to_pylist() if text is not None and has_collective_token(text)]
