@@ -174,12 +174,15 @@ def _marker_rows(events: pd.DataFrame) -> pd.DataFrame:
     keep = np.array(events["event_type"] != "sample", dtype=bool)
     groups = _group_codes(events)
     count = int(groups.max()) + 1
+    positions = np.arange(len(events), dtype=np.int64)
     first = np.full(count, len(events), dtype=np.int64)
-    np.minimum.at(first, groups, np.arange(len(events), dtype=np.int64))
+    np.minimum.at(first, groups, positions)
     keep[first[first < len(events)]] = True
     stamps = events["timestamp_ns"].to_numpy()
     if (stamps[1:] >= stamps[:-1]).all():  # time order (the loader's): the last row is the latest
-        keep |= ~pd.Series(groups).duplicated(keep="last").to_numpy()
+        last = np.full(count, -1, dtype=np.int64)
+        np.maximum.at(last, groups, positions)
+        keep[last[last >= 0]] = True
     else:
         latest = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(latest, groups, stamps)

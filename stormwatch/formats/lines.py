@@ -17,7 +17,7 @@ _BLANK_BYTES[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
 #: The buffer is scanned in slices of this many bytes (a multiple of 8), so that the
 #: scratch mask stays in cache (a mask as large as a big file costs more in page
 #: faults than the comparison itself).
-_SCAN_BYTES = 1 << 18
+_SCAN_BYTES = 1 << 20
 _ONE = np.uint64(1)
 
 
