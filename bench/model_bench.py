@@ -13,6 +13,8 @@ and the reference's collective attribution and gap analysis really run. Prints, 
            stormwatch  load_artifacts([job]) + build_model(events, markers=...) as `diagnose` calls it
                        (the loader's markers reused), in-process, best of --repeat
            floor       min(orjson.loads per line, pyarrow.json.read_json), bytes in memory (load_bench)
+                       stormwatch and the floor take turns in every round (load_bench's
+                       interleaving), so a busy spell of the shared machine slows both alike
   memory   each side in its own fresh subprocess, after its imports: the resident-set high-water
            mark (VmHWM, reset via /proc/self/clear_refs; else ru_maxrss) minus the RSS then; for
            stormwatch also Arrow's pool peak and, in a third process, the tracemalloc peak; load and
@@ -41,7 +43,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parent)]  # jobgen, load_bench; in-tree stormwatch
 from jobgen import HIDDEN_SAMPLE_META, write_job  # noqa: E402
-from load_bench import Row, floor_candidates, fmt_s, interleaved_best, rank_files  # noqa: E402
+from load_bench import floor_candidates, fmt_s, interleaved_best, rank_files  # noqa: E402
 
 
 def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -55,10 +57,6 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
         best = min(best, time.perf_counter() - started)
     return best, result
 
-
-def run_floor(blobs: list[bytes], repeat: int) -> dict[str, Row]:
-    """The raw-parse floor as load_bench measures it."""
-    return interleaved_best(repeat, floor_candidates(blobs))
 
 SPEEDUP_TARGET = 80.0  # reference / stormwatch, load + build
 FLOOR_TARGET = 1.5  # stormwatch load + build <= FLOOR_TARGET x raw-parse floor
@@ -407,8 +405,15 @@ def bench(job: Path, files: list[Path], args: argparse.Namespace, build_model: C
     print(f"input: {len(files)} files, {fmt_mb(input_bytes)}, {lines:,} records")
     print(f"timing: best of {args.repeat}; reference once, in a fresh subprocess\n")
 
-    floor = run_floor(blobs, args.repeat)
+    # stormwatch and the floor take turns, round after round, so that both see the same
+    # load of this shared machine; each side's best round counts.
+    timed = interleaved_best(args.repeat, {"stormwatch": stormwatch_pipeline(job, build_model),
+                                           **floor_candidates(blobs)})
     del blobs
+    sw_s, _, sw_note = timed.pop("stormwatch")
+    if sw_s is None:
+        raise SystemExit(f"model_bench: stormwatch {sw_note}")
+    floor = timed
     measured = {name: seconds for name, (seconds, _, _) in floor.items() if seconds is not None}
     floor_label = min(measured, key=measured.__getitem__)
     floor_s = measured[floor_label]
@@ -418,7 +423,6 @@ def bench(job: Path, files: list[Path], args: argparse.Namespace, build_model: C
     build_s, model = best_of(
         args.repeat, lambda: build_model(events, selected_ranks=None, collective_preset="medium")
     )
-    sw_s, _ = best_of(args.repeat, stormwatch_pipeline(job, build_model))
 
     ref: dict[str, Any] | None = None
     ref_note = "skipped (--skip-reference)"
