@@ -39,10 +39,7 @@ def _gather_column(name: str, arrays: Sequence[Any], order: np.ndarray | None) -
     """One column, given as each frame's array, concatenated then taken in ``order``
     (None: as they are). Reads only the arrays, so it may run on any thread."""
     if name in STRING_COLUMNS:
-        strings = concat_strings(arrays)
-        if order is None:
-            return strings
-        return pd.Categorical.from_codes(strings.codes[order], dtype=strings.dtype, validate=False)
+        return concat_strings(arrays, order)
     if name in COUNTER_COLUMNS:
         values = np.concatenate([array.to_numpy(dtype=np.int64, na_value=0) for array in arrays])
         missing = np.concatenate([array.isna() for array in arrays])

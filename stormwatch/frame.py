@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pandas.api.types import union_categoricals
 
 from stormwatch.records import COLUMNS, COUNTER_COLUMNS, INT_COLUMNS, STRING_COLUMNS
 
@@ -86,12 +85,36 @@ def repeated_string(value: str, size: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.zeros(size, dtype=np.int8), categories=_categories([value]), validate=False)
 
 
-def concat_strings(arrays: Sequence[Any]) -> pd.Categorical:
-    """String columns one after another, as one ``Categorical`` over the union of their values."""
+def _recode(codes: np.ndarray, lookup: list[int], code_type: type[np.signedinteger[Any]]) -> np.ndarray:
+    """Codes into a part's categories as codes into the union's (``lookup[i]`` for category ``i``)."""
+    if len(lookup) == 1 and (not len(codes) or int(codes.min()) == 0):  # one value, none missing: the usual part
+        return np.full(len(codes), lookup[0], dtype=code_type)
+    return np.array([*lookup, -1], dtype=code_type)[codes]  # code -1 (missing) picks the trailing -1
+
+
+def concat_strings(arrays: Sequence[Any], order: np.ndarray | None = None) -> pd.Categorical:
+    """String columns one after another, as one ``Categorical`` over the union of their
+    values (in order of first appearance), then taken in ``order`` (None: as they are).
+
+    Each part is recoded through a small table from its categories to the union's,
+    so the work per row is two array lookups, whatever the number of parts.
+    """
     parts = [categorical(array) for array in arrays]
-    if len(parts) == 1:
+    if len(parts) == 1 and order is None:
         return parts[0]
-    return union_categoricals(parts, ignore_order=True)
+    union: dict[str, int] = {}
+    lookups = [[union.setdefault(value, len(union)) for value in part.categories.tolist()] for part in parts]
+    code_type = np.int8 if len(union) < 1 << 7 else np.int16 if len(union) < 1 << 15 else np.int32
+    pairs = list(zip(lookups, parts, strict=True))
+    codes = np.concatenate([_recode(part.codes, lookup, code_type) for lookup, part in pairs])
+    if order is not None:
+        codes = codes[order]
+    # A part whose categories are the whole union, in its order, lends its dtype (cheaper than a new one).
+    identity = list(range(len(union)))
+    whole = next((part.dtype for lookup, part in pairs if lookup == identity), None)
+    if whole is not None:
+        return pd.Categorical.from_codes(codes, dtype=whole, validate=False)
+    return pd.Categorical.from_codes(codes, categories=_categories(list(union)), validate=False)
 
 
 def frame_from_columns(columns: Mapping[str, Any]) -> pd.DataFrame:

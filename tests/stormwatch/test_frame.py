@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from stormwatch.frame import categorical, sole_string
+from stormwatch.frame import categorical, concat_strings, sole_string
 
 CASES: dict[str, tuple[pa.Array | pa.ChunkedArray, str | None]] = {
     "one value": (pa.array(["gpu-0"] * 5, pa.large_string()), "gpu-0"),
@@ -32,3 +33,25 @@ def test_categorical_keeps_every_value(name: str) -> None:
     result = categorical(column)
     assert [None if value != value else value for value in result.tolist()] == column.to_pylist()
     assert all(isinstance(value, str) for value in result.categories)
+
+
+CONCAT_CASES: dict[str, list[list[str | None]]] = {
+    "one value each, the same": [["h0"] * 3, ["h0"] * 2],
+    "one value each, different": [["h0"] * 3, ["h1"] * 2, ["h2"]],
+    "categories in another order": [["a", "b", "a"], ["b", "a"], ["c", "b"]],
+    "missing values": [[None, "a"], ["a", None, "b"], [None]],
+    "a part that is all missing": [["a", "a"], [None, None]],
+    "many distinct": [[f"v{i}" for i in range(200)], [f"v{i}" for i in range(150, 300)]],
+}
+
+
+@pytest.mark.parametrize("name", list(CONCAT_CASES))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_concat_strings_keeps_values_and_order(name: str, reverse: bool) -> None:
+    parts = CONCAT_CASES[name]
+    flat = [value for part in parts for value in part]
+    order = np.arange(len(flat))[::-1].copy() if reverse else None
+    result = concat_strings([pa.array(part, pa.large_string()) for part in parts], order)
+    expected = flat[::-1] if reverse else flat
+    assert [None if value != value else value for value in result.tolist()] == expected
+    assert len(set(result.categories)) == len(result.categories) == len({v for v in flat if v is not None})
