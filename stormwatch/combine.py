@@ -40,12 +40,9 @@ def _gather_column(name: str, arrays: Sequence[Any], order: np.ndarray | None) -
     (None: as they are). Reads only the arrays, so it may run on any thread."""
     if name in STRING_COLUMNS:
         return concat_strings(arrays, order)
-    if name in COUNTER_COLUMNS:
-        values = np.concatenate([array.to_numpy(dtype=np.int64, na_value=0) for array in arrays])
-        missing = np.concatenate([array.isna() for array in arrays])
-        if order is not None:
-            values, missing = values[order], missing[order]
-        return pd.arrays.IntegerArray(values, missing)
+    if name in COUNTER_COLUMNS:  # Int64 arrays: the extension interface's own concatenation and take
+        counters = type(arrays[0])._concat_same_type(arrays) if len(arrays) > 1 else arrays[0]
+        return counters if order is None else counters.take(order)
     values = np.concatenate([np.asarray(array) for array in arrays])
     return values if order is None else values[order]
 
