@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stormwatch.analysis.phases import PhaseSpan, format_phase_path, replay_spans
+from stormwatch.analysis.phases import PhaseSpan, format_phase_path, replay_rows
 
 
 class MarkerKind(StrEnum):
@@ -63,22 +63,19 @@ class TimelineMarker:
         return (self.start_ns, end, self.rank if self.rank is not None else -1, self.kind, self.label)
 
 
-def _point_markers(events: pd.DataFrame) -> list[TimelineMarker]:
-    stripped = events["event_type"].str.strip()
-    rows = events.loc[stripped.isin(list(_POINT_KINDS)).to_numpy()]
+#: The columns markers are made from; :func:`_marker_rows` gives them as lists.
+_ROW_COLUMNS = ("session_id", "timestamp_ns", "event_type", "context", "rank", "local_rank", "world_size", "metadata")
+Rows = dict[str, list[Any]]
+
+
+def _point_markers(rows: Rows) -> list[TimelineMarker]:
     markers = []
     for session_id, stamp, raw_type, context, rank, local_rank, world_size, raw_metadata in zip(
-        rows["session_id"].tolist(),
-        rows["timestamp_ns"].tolist(),
-        rows["event_type"].tolist(),
-        rows["context"].tolist(),
-        rows["rank"].tolist(),
-        rows["local_rank"].tolist(),
-        rows["world_size"].tolist(),
-        rows["metadata"].tolist(),
-        strict=True,
+        *(rows[name] for name in _ROW_COLUMNS), strict=True
     ):
-        event_type = str(raw_type).strip()
+        event_type = raw_type.strip() if isinstance(raw_type, str) else None
+        if event_type not in _POINT_KINDS:
+            continue
         kind, severity, label = _POINT_KINDS[event_type]
         metadata: dict[str, Any] = dict(raw_metadata) if isinstance(raw_metadata, dict) else {}
         if event_type == "error" and ("oom_reason" in metadata or "oom_dump_path" in metadata):
@@ -106,16 +103,19 @@ def _point_markers(events: pd.DataFrame) -> list[TimelineMarker]:
     return markers
 
 
-def _phase_markers(events: pd.DataFrame) -> list[TimelineMarker]:
-    spans = replay_spans(events)
-    if not spans:
-        return []
+def _phase_markers(rows: Rows) -> list[TimelineMarker]:
+    latest: dict[tuple[str, int], int] = {}  # the rows hold each (session, rank)'s latest event
     firsts: dict[tuple[str, int], tuple[int, int]] = {}  # (session, rank) -> its first row's local rank, world size
-    for session_id, rank, local_rank, world_size in zip(
-        events["session_id"].tolist(), events["rank"].tolist(), events["local_rank"].tolist(),
-        events["world_size"].tolist(), strict=True,
+    for session_id, stamp, rank, local_rank, world_size in zip(
+        rows["session_id"], rows["timestamp_ns"], rows["rank"], rows["local_rank"], rows["world_size"], strict=True
     ):
-        firsts.setdefault((session_id, rank), (local_rank, world_size))
+        key = (session_id, rank)
+        latest[key] = max(latest.get(key, stamp), stamp)
+        firsts.setdefault(key, (local_rank, world_size))
+    spans = replay_rows(
+        zip(rows["event_type"], rows["session_id"], rows["timestamp_ns"], rows["rank"], rows["metadata"], strict=True),
+        lambda session_id, rank: latest[(session_id, rank)],
+    )
     markers = []
     for (session_id, rank), group in spans.items():
         local_rank, world_size = firsts[(session_id, rank)]
@@ -166,7 +166,7 @@ def _group_codes(events: pd.DataFrame) -> np.ndarray:
     return session_codes * rank_count + ranks
 
 
-def _marker_rows(events: pd.DataFrame) -> pd.DataFrame:
+def _marker_rows(events: pd.DataFrame) -> Rows:
     """The rows markers are made from, in their order: every event that is not a
     sample (lifecycle, alerts, phase boundaries ...), plus, per (session, rank), the
     first row (phase markers take local rank and world size from it) and the rows
@@ -187,7 +187,8 @@ def _marker_rows(events: pd.DataFrame) -> pd.DataFrame:
         latest = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(latest, groups, stamps)
         keep |= stamps == latest[groups]
-    return events.loc[keep]
+    chosen = np.flatnonzero(keep)
+    return {name: events[name].array.take(chosen).tolist() for name in _ROW_COLUMNS}
 
 
 def derive_markers(events: pd.DataFrame) -> tuple[TimelineMarker, ...]:

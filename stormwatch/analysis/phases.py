@@ -8,10 +8,11 @@ and phases still open at the end close at the last event of their
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+import numpy as np
 import pandas as pd
 
 PHASE_ENTER = "phase_enter"
@@ -84,17 +85,23 @@ def _plain_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int)
 
 
-def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]:
-    """Spans per (session_id, rank), each list sorted by (start, end)."""
-    is_boundary = events["event_type"].isin([PHASE_ENTER, PHASE_EXIT]).to_numpy(dtype=bool)
-    if not is_boundary.any():
-        return {}
-    rows = events.loc[is_boundary, ["event_type", "session_id", "timestamp_ns", "rank", "metadata"]]
+#: One event as phase replay reads it: event type, session id, timestamp (ns), rank, metadata.
+BoundaryRow = tuple[Any, Any, int, int, Any]
+
+
+def replay_rows(
+    rows: Iterable[BoundaryRow], last_ns: Callable[[str, int], int]
+) -> dict[tuple[str, int], list[PhaseSpan]]:
+    """Spans per (session_id, rank), each list sorted by (start, end), from the events
+    that may be boundaries (others are skipped); ``last_ns(session_id, rank)`` is the
+    timestamp of that group's last event, where phases still open are closed."""
     boundaries = []
-    for event_type, session_id, stamp, rank, metadata in rows.itertuples(index=False):
+    for event_type, session_id, stamp, rank, metadata in rows:
         parsed = parse_boundary(event_type, session_id, int(stamp), metadata)
         if parsed is not None:
             boundaries.append((session_id, int(rank), parsed.timestamp_ns, parsed.sequence, parsed.scope_id, parsed))
+    if not boundaries:
+        return {}
     boundaries.sort(key=lambda item: item[:5])
     stacks: dict[tuple[str, int, int], list[Boundary]] = {}
     spans: dict[tuple[str, int], list[PhaseSpan]] = {}
@@ -122,9 +129,8 @@ def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]
                 opened.sequence,
             )
         )
-    stamps, ranks = events["timestamp_ns"].to_numpy(), events["rank"].to_numpy()
     for (session_id, rank, _), stack in stacks.items():
-        end = int(stamps[(ranks == rank) & (events["session_id"] == session_id).to_numpy()].max())
+        end = last_ns(session_id, rank)
         for scope in stack:
             spans.setdefault((session_id, rank), []).append(
                 PhaseSpan(
@@ -141,3 +147,18 @@ def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]
                 )
             )
     return {key: sorted(values, key=lambda s: (s.start_ns, s.end_ns)) for key, values in spans.items()}
+
+
+def replay_spans(events: pd.DataFrame) -> dict[tuple[str, int], list[PhaseSpan]]:
+    """Spans per (session_id, rank) of canonical events, each list sorted by (start, end)."""
+    positions = np.flatnonzero(events["event_type"].isin([PHASE_ENTER, PHASE_EXIT]).to_numpy(dtype=bool))
+    if not positions.size:
+        return {}
+    columns = [events[name].array.take(positions).tolist()
+               for name in ("event_type", "session_id", "timestamp_ns", "rank", "metadata")]
+    stamps, ranks = events["timestamp_ns"].to_numpy(), events["rank"].to_numpy()
+
+    def last_ns(session_id: str, rank: int) -> int:
+        return int(stamps[(ranks == rank) & (events["session_id"] == session_id).to_numpy()].max())
+
+    return replay_rows(zip(*columns, strict=True), last_ns)
