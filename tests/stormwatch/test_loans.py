@@ -67,3 +67,32 @@ def test_local_tree_loan_equals_read(tmp_path: Path, size: int) -> None:
         assert bytes(data[:]) == expected == tree.read("a.jsonl")
     with tree.loan("a.jsonl") as data:  # without a pool: a mapping of its own
         assert bytes(data[:]) == expected
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of this process's mapping that holds ``address`` (from /proc/self/smaps)."""
+    flags: list[str] = []
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, high = (int(part, 16) for part in head.split("-"))
+            inside = low <= address < high
+        elif inside and head == "VmFlags:":
+            flags = line.split()[1:]
+    return flags
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize(("size", "huge"), [(64 << 20, True), (100_000, False)])
+def test_large_mappings_ask_for_huge_pages(tmp_path: Path, size: int, huge: bool) -> None:
+    """The file's pages are a request for huge pages (VmFlags ``hg``) when large, never when small."""
+    import ctypes
+
+    path = tmp_path / "big"
+    path.write_bytes(b"x" * size)
+    with MappingPool() as pool, path.open("rb", buffering=0) as stream, lend_contents(stream, size, pool) as data:
+        address = ctypes.addressof(ctypes.c_char.from_buffer(data))
+        flags = _vm_flags(address)
+        assert flags, "the lent mapping is listed in /proc/self/smaps"
+        assert ("hg" in flags) is huge
