@@ -37,6 +37,8 @@ CASES = {
     "crlf endings": b"".join(_record(40) + b"\r\n" for _ in range(5)),
     "leading blank bytes on a solid line": b'  {"a":1}\n{"b":2}',
     "short lines, every word several newlines": b"{}\n" * 1000,
+    "a blank line after every record": b"".join(_record(60) + b"\n\n" for _ in range(300)),
+    "one word of two newlines among long lines": _record(500) + b"\n" + _record(500) + b"\n\n" + _record(500),
     "non-ASCII": '{"k":"Grüße"}\n{"k":"∑"}\n'.encode(),
 }
 
