@@ -88,8 +88,9 @@ def _delta(values: np.ndarray, present: np.ndarray, first: int, last: int) -> in
 
 
 def _column(values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """``values`` (a fresh array: gathered for this timeline), None where not ``present``."""
     if present.all():
-        return values.copy()
+        return values
     out = values.astype(object)
     out[~present] = None
     return out
