@@ -80,6 +80,15 @@ def categorical(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=_categories(distinct), validate=False)
 
 
+def blank_positions(values: pd.Categorical) -> np.ndarray:
+    """Rows holding an empty or all-whitespace string (``str.strip``; missing is not blank),
+    found on the categories, so once per distinct value."""
+    blank_codes = [code for code, value in enumerate(values.categories.tolist()) if not value.strip()]
+    if not blank_codes:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.isin(values.codes, blank_codes))
+
+
 def repeated_string(value: str, size: int) -> pd.Categorical:
     """``size`` rows all holding ``value`` (one category, codes all zero)."""
     return pd.Categorical.from_codes(np.zeros(size, dtype=np.int8), categories=_categories([value]), validate=False)

@@ -32,7 +32,7 @@ from stormwatch.formats.arrowread import INT_FIELDS, STRING_FIELDS, read_table
 from stormwatch.formats.columns import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
 from stormwatch.formats.jsonvalue import parse_json_value
 from stormwatch.formats.lines import Buffer, LineIndex
-from stormwatch.frame import frame_from_columns
+from stormwatch.frame import blank_positions, categorical, frame_from_columns
 from stormwatch.records import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
 
 _REQUIRED_NON_NULL = (
@@ -107,7 +107,7 @@ class _RawLines:
         return out, refused
 
 
-def _check_fields(table: pa.Table, raw: _RawLines, errors: Errors) -> None:
+def _check_fields(table: pa.Table, strings: dict[str, pd.Categorical], raw: _RawLines, errors: Errors) -> None:
     """Unknown fields, required fields that are null or absent, metadata that is no object."""
     for name in table.column_names:
         if name in KNOWN_FIELDS or name == "metadata":
@@ -131,7 +131,7 @@ def _check_fields(table: pa.Table, raw: _RawLines, errors: Errors) -> None:
         nulls = null_rows(table.column(name))
         errors.add(nulls[raw.has_key(nulls, name)], f"{name} must be an integer")
     for name in ("job_id", "event_type", "collector", "host"):
-        errors.add(blank_rows(table.column(name)), f"{name} must be a non-empty string")
+        errors.add(blank_positions(strings[name]), f"{name} must be a non-empty string")
 
 
 def _check_values(table: pa.Table, ints: dict[str, np.ndarray], errors: Errors) -> None:
@@ -173,13 +173,14 @@ def _stated_session_ids(metadata: pa.ChunkedArray) -> pa.ChunkedArray | None:
     return stated if pa.types.is_string(stated.type) or pa.types.is_large_string(stated.type) else None
 
 
-def _session_ids(table: pa.Table, default_session_id: str) -> pa.ChunkedArray:
-    """``session_id``, else (when null) a usable ``metadata.session_id``, else the default."""
+def _session_ids(table: pa.Table, encoded: pd.Categorical, default_session_id: str) -> pd.Categorical:
+    """``session_id`` (``encoded``: the column as a categorical), else (when null) a usable
+    ``metadata.session_id``, else the default."""
     column = table.column("session_id")
     nulls = null_rows(column)
-    unusable = np.union1d(nulls, blank_rows(column))
+    unusable = np.union1d(nulls, blank_positions(encoded))
     if unusable.size == 0:
-        return column
+        return encoded
     fallback = pa.scalar(default_session_id, column.type)
     resolved = pc.if_else(pa.array(~rows_mask(unusable, table.num_rows)), column, fallback)
     stated = _stated_session_ids(table.column("metadata")) if nulls.size and "metadata" in table.column_names else None
@@ -188,7 +189,7 @@ def _session_ids(table: pa.Table, default_session_id: str) -> pa.ChunkedArray:
         usable = rows_mask(np.setdiff1d(nulls, bad), table.num_rows)
         if usable.any():
             resolved = pc.if_else(pa.array(usable), stated.cast(column.type), resolved)
-    return pa.chunked_array([resolved]) if isinstance(resolved, pa.Array) else resolved
+    return categorical(resolved)
 
 
 def columnar_events(
@@ -211,10 +212,11 @@ def columnar_events(
     metadata_dicts, refused = raw.metadata(np.flatnonzero(non_sample), table.num_rows)
     for row, reason in refused:
         errors.add(np.array([row]), reason)
-    _check_fields(table, raw, errors)
+    strings = {name: categorical(table.column(name)) for name in STRING_FIELDS}  # encoded once, checked on categories
+    _check_fields(table, strings, raw, errors)
     ints = {name: int_values(table.column(name), fill=0) for name in INT_FIELDS if name != "schema_version"}
     _check_values(table, ints, errors)
-    session_ids = _session_ids(table, default_session_id)
+    session_ids = _session_ids(table, strings["session_id"], default_session_id)
 
     bad = errors.bad_rows()
     problems = tuple((int(lines.numbers[positions[row]]), errors.message(row)) for row in bad.tolist())
@@ -222,7 +224,7 @@ def columnar_events(
     collective = collective_mask(metadata) if metadata is not None else np.zeros(table.num_rows, dtype=bool)
     columns: dict[str, Any] = {
         "session_id": session_ids,
-        **{name: table.column(name) for name in STRING_FIELDS if name != "session_id"},
+        **{name: strings[name] for name in STRING_FIELDS if name != "session_id"},
         **{name: ints[name] for name in INT_FIELDS if name not in COUNTER_COLUMNS and name != "schema_version"},
         **{name: _counter(table.column(name), ints[name]) for name in COUNTER_COLUMNS},
         "schema_version": np.full(table.num_rows, 3, dtype=np.int64),

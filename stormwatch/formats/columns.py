@@ -79,9 +79,6 @@ def blank_rows(column: Column) -> np.ndarray:
 
     Whitespace is Python's (``str.strip``), which Arrow's ``utf8_trim_whitespace`` matches.
     """
-    sole = sole_string(column)
-    if sole is not None:
-        return np.arange(len(column), dtype=np.int64) if not sole.strip() else _NO_ROWS
     distinct = pc.unique(column)
     if len(distinct) <= FEW_DISTINCT:
         return _matching_rows(column, [text for text in distinct.to_pylist() if text is not None and not text.strip()])

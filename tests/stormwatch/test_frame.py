@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stormwatch.frame import categorical, concat_strings, sole_string
+from stormwatch.frame import blank_positions, categorical, concat_strings, sole_string
 
 CASES: dict[str, tuple[pa.Array | pa.ChunkedArray, str | None]] = {
     "one value": (pa.array(["gpu-0"] * 5, pa.large_string()), "gpu-0"),
@@ -55,3 +55,16 @@ def test_concat_strings_keeps_values_and_order(name: str, reverse: bool) -> None
     expected = flat[::-1] if reverse else flat
     assert [None if value != value else value for value in result.tolist()] == expected
     assert len(set(result.categories)) == len(result.categories) == len({v for v in flat if v is not None})
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["a", "a", "a"], []),
+        (["", "a", " \t", None, "b"], [0, 2]),
+        (["  "] * 3, [0, 1, 2]),
+        ([None, None], []),
+    ],
+)
+def test_blank_positions(values: list[str | None], expected: list[int]) -> None:
+    assert blank_positions(categorical(pa.array(values, pa.large_string()))).tolist() == expected
