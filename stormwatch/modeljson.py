@@ -216,13 +216,3 @@ def _default(value: Any) -> Any:
     if hasattr(value, "tolist"):  # object arrays (v4 timelines holding None)
         return value.tolist()
     raise TypeError(f"cannot serialise {type(value).__name__}")
-
-
-def read_fingerprint(data: bytes) -> str | None:
-    """The ``input_fingerprint`` of an existing model.json, or None if unreadable."""
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    value = document.get("input_fingerprint") if isinstance(document, dict) else None
-    return value if isinstance(value, str) else None
