@@ -160,7 +160,7 @@ from pathlib import Path
 import numpy, pandas, pyarrow, pyarrow.compute, pyarrow.json, orjson
 import stormwatch
 from stormwatch import load_artifacts
-from stormwatch.model import build_model
+from stormwatch.analysis.model import build_model
 """
     + _MEMORY_PRELUDE
     + """
@@ -193,12 +193,12 @@ print(json.dumps(out))
 
 
 def import_model() -> Callable[..., Any]:
-    """``stormwatch.model.build_model``, or exit with a clear message while it does not exist."""
+    """``stormwatch.analysis.model.build_model``, or exit with a clear message while it does not exist."""
     try:
-        from stormwatch.model import build_model
+        from stormwatch.analysis.model import build_model
     except ImportError as exc:  # not a fallback: the bench cannot run without it
         raise SystemExit(
-            f"model_bench: cannot import build_model from stormwatch.model ({exc}).\n"
+            f"model_bench: cannot import build_model from stormwatch.analysis.model ({exc}).\n"
             "The diagnostics model (issue 3) is not there yet; nothing to benchmark."
         ) from exc
     return build_model

@@ -5,7 +5,7 @@ task per job (model.json and report.html), in parallel on the flow's task
 runner (threads by default, a Dask cluster when asked); fleet.json,
 fleet.parquet and index.html; a link artifact per published report;
 notifications for critical first causes. The whole run holds the storage's
-audit lease (:mod:`tasks.lease`): a second audit started meanwhile returns at
+audit lease (:mod:`stormwatch.tasks.storage.lease`): a second audit started meanwhile returns at
 once, so outputs are never written, nor notifications sent, twice.
 A job that fails is recorded as failed with its error; the others go on.
 """
@@ -25,14 +25,15 @@ from prefect.artifacts import create_link_artifact
 from prefect.futures import PrefectFuture, as_completed
 
 from stormwatch.diagnose import DiagnoseOptions
-from stormwatch.fleet import FleetRow, JobStatus, failed_row, fleet_document
-from stormwatch.modeljson import EXIT_FINDINGS
-from tasks.diagnose import AuditOptions, JobOutcome, diagnose_job, storage_for
-from tasks.lease import AUDIT_LEASE, acquire, default_owner, holder
-from tasks.notify import NotifySettings
-from tasks.notify_step import notify_task
-from tasks.publish import publish_fleet_task
-from tasks.storage import INDEX_HTML_KEY, JobListing, StorageSettings
+from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
+from stormwatch.outputs.model_json import EXIT_FINDINGS
+from stormwatch.tasks.diagnose import AuditOptions, JobOutcome, diagnose_job
+from stormwatch.tasks.notify.dispatch import NotifySettings
+from stormwatch.tasks.notify.step import notify_task
+from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire, default_owner, holder
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, JobListing, StorageSettings
 
 PROGRESS_MIN_JOBS = 4
 

@@ -1,7 +1,7 @@
 """``stormwatch audit`` and ``stormwatch serve``: the Prefect flows' front door.
 
 Prefect is imported only here, after its settings are in place
-(:mod:`flows.prefect_env`). ``audit`` runs the nightly-audit flow once and
+(:mod:`stormwatch.flows.prefect_env`). ``audit`` runs the nightly-audit flow once and
 exits 3 when any job has a finding at or above ``--fail-on``; ``serve`` serves
 the nightly-audit deployment on a cron schedule and post-job on demand.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from flows import prefect_env
+from stormwatch.flows import prefect_env
 
 DEFAULT_CRON = "0 2 * * *"
 
@@ -111,7 +111,7 @@ def hand_secrets_to_environment(args: argparse.Namespace) -> None:
 
 def limit_parameters(args: argparse.Namespace) -> dict[str, Any]:
     """The per-job caps as flow parameters (validated, so a bad value is a usage error here)."""
-    from stormwatch.limits import LoadLimits
+    from stormwatch.load.limits import LoadLimits
 
     caps = {"max_artifact_bytes": args.max_artifact_bytes, "max_events": args.max_events}
     LoadLimits(**{name: value for name, value in caps.items() if value is not None})
@@ -151,7 +151,7 @@ def run_audit(args: argparse.Namespace) -> int:
     if prepared is None:
         return 2
     storage, limits = prepared
-    from flows.audit import nightly_audit
+    from stormwatch.flows.audit import nightly_audit
 
     flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
     result = flow(storage=storage, endpoint_url=args.endpoint_url, force=args.force, fail_on=args.fail_on,
@@ -166,7 +166,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if prepared is None:
         return 2
     storage, limits = prepared
-    from flows.deployments import serve_deployments
+    from stormwatch.flows.deployments import serve_deployments
 
     # The caps travel with the other non-secret flow parameters of both deployments.
     serve_deployments(storage=storage, endpoint_url=args.endpoint_url, cron=args.cron, timezone=args.timezone,

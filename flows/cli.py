@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from flows import audit_cmd, diagnose_cmd
+from stormwatch.flows import audit_cmd, diagnose_cmd
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 5
 
@@ -38,7 +38,7 @@ def _print_load(source: str, paths: Sequence[str], *, session_id: str | None) ->
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from flows.demo import write_demo_fleet
+    from stormwatch.flows.demo import write_demo_fleet
 
     root = Path(args.dir).resolve()
     jobs = write_demo_fleet(root)

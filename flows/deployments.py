@@ -14,8 +14,8 @@ from typing import Any
 from prefect import serve
 from prefect.schedules import Cron
 
-from flows.audit import nightly_audit
-from flows.post_job import post_job
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.post_job import post_job
 
 NIGHTLY_NAME = "nightly"
 POST_JOB_NAME = "on-demand"

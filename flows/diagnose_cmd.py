@@ -15,14 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from reports.render import render_job
 from stormwatch import SessionNotFoundError
 from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.analysis.model import AnomalyIndicator
+from stormwatch.analysis.rank_filter import RankFilterError
 from stormwatch.diagnose import DiagnoseOptions, Diagnosis, default_job_id, diagnose
-from stormwatch.limits import DEFAULT_LIMITS, JobLimitError
-from stormwatch.model import AnomalyIndicator
-from stormwatch.modeljson import format_ranks
-from stormwatch.ranks import RankFilterError
+from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError
+from stormwatch.outputs.model_json import format_ranks
+from stormwatch.reports.render import render_job
 from stormwatch.severity import FailOn
 
 EXIT_ERROR = 1
@@ -52,7 +52,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--max-artifact-bytes`` and ``--max-events`` (validated by :class:`~stormwatch.limits.LoadLimits`)."""
+    """``--max-artifact-bytes`` and ``--max-events`` (validated by :class:`~stormwatch.load.limits.LoadLimits`)."""
     parser.add_argument("--max-artifact-bytes", type=int, default=None, metavar="N",
                         help="skip (with a warning) any artifact larger than N bytes "
                         f"(default {DEFAULT_LIMITS.max_artifact_bytes})")
@@ -109,8 +109,8 @@ def summary_lines(diagnosis: Diagnosis, written: list[Path]) -> list[str]:
 def _fetch_s3(uri: str, *, endpoint_url: str | None, max_artifact_bytes: int) -> tuple[Any, list[Any]]:
     """Read every object under an S3 prefix into memory (imports boto3, never Prefect),
     except objects over ``max_artifact_bytes``, which the loader then names in a warning."""
-    from tasks.s3 import S3Storage
-    from tasks.storage import StorageSettings
+    from stormwatch.tasks.storage.protocol import StorageSettings
+    from stormwatch.tasks.storage.s3 import S3Storage
 
     storage = S3Storage(StorageSettings(uri=uri, endpoint_url=endpoint_url))
     return storage.fetch_prefix(max_artifact_bytes=max_artifact_bytes)

@@ -13,13 +13,13 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.audit import audit_options, notify_outcomes, notify_settings, run_jobs
-from stormwatch.fleet import JobStatus, failed_row
-from stormwatch.jobids import InvalidJobIdError
-from tasks.diagnose import storage_for
-from tasks.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
-from tasks.publish import update_fleet_task
-from tasks.storage import StorageSettings, check_job_id
+from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings, run_jobs
+from stormwatch.outputs.fleet import JobStatus, failed_row
+from stormwatch.tasks.publish import update_fleet_task
+from stormwatch.tasks.storage.job_ids import InvalidJobIdError
+from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
 
 
 @flow(name="post-job", log_prints=False)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from reports.render import render_index, render_job
+from stormwatch.reports.render import render_index, render_job
 
 __all__ = ["render_index", "render_job"]

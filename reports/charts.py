@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from reports.downsample import minmax_points, value_at
-from reports.markers import MarkerView, PhaseView
-from reports.scales import LinearScale, Tick, byte_ticks, time_ticks, value_domain
-from reports.timelines import RankTimeline, TimeFrame
+from stormwatch.reports.downsample import minmax_points, value_at
+from stormwatch.reports.markers import MarkerView, PhaseView
+from stormwatch.reports.scales import LinearScale, Tick, byte_ticks, time_ticks, value_domain
+from stormwatch.reports.timelines import RankTimeline, TimeFrame
 
 CHART_WIDTH = 960
 PLOT_LEFT, PLOT_RIGHT = 80, 948

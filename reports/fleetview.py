@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from reports.fields import as_int, as_list, as_mapping
-from reports.units import NOT_AVAILABLE, format_confidence, format_iso, format_utc_ns
-from stormwatch.modeljson import format_ranks
+from stormwatch.outputs.model_json import format_ranks
+from stormwatch.reports.fields import as_int, as_list, as_mapping
+from stormwatch.reports.formatting import NOT_AVAILABLE, format_confidence, format_iso, format_utc_ns
 
 STATUSES = ("diagnosed", "skipped", "failed", "refused")
 VERDICT_ORDER = {"critical": 4, "warning": 3, "info": 2, "clean": 1, "empty": 0}

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reports.charts import CHART_WIDTH, PLOT_LEFT, PLOT_RIGHT
-from reports.downsample import signed_extremes
-from reports.scales import LinearScale, Tick, time_ticks
-from reports.timelines import RankTimeline, TimeFrame
-from reports.units import format_bytes
+from stormwatch.reports.charts import CHART_WIDTH, PLOT_LEFT, PLOT_RIGHT
+from stormwatch.reports.downsample import signed_extremes
+from stormwatch.reports.formatting import format_bytes
+from stormwatch.reports.scales import LinearScale, Tick, time_ticks
+from stormwatch.reports.timelines import RankTimeline, TimeFrame
 
 HEAT_COLUMNS = 240
 LEVELS = 5

@@ -11,12 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reports.charts import Anomaly, RankChart, chart_buckets, rank_chart
-from reports.fields import as_int, as_list, as_mapping
-from reports.heatstrip import FirstAnomaly, HeatStrip, heat_strip
-from reports.markers import EventRow, event_rows, rank_marks
-from reports.timelines import load_timelines
-from reports.units import (
+from stormwatch.outputs.model_json import format_ranks
+from stormwatch.reports.charts import Anomaly, RankChart, chart_buckets, rank_chart
+from stormwatch.reports.fields import as_int, as_list, as_mapping
+from stormwatch.reports.formatting import (
     NOT_AVAILABLE,
     format_bytes,
     format_confidence,
@@ -26,7 +24,9 @@ from reports.units import (
     format_offset,
     format_utc_ns,
 )
-from stormwatch.modeljson import format_ranks
+from stormwatch.reports.heatstrip import FirstAnomaly, HeatStrip, heat_strip
+from stormwatch.reports.markers import EventRow, event_rows, rank_marks
+from stormwatch.reports.timelines import load_timelines
 
 VERDICTS = ("clean", "info", "warning", "critical", "empty")
 SEVERITIES = ("info", "warning", "critical")

@@ -14,10 +14,10 @@ from typing import Any
 
 import orjson
 
-from reports.fields import as_int, as_list, is_sequence, rank_key
-from reports.timelines import TimeFrame
-from reports.units import format_offset
-from stormwatch.modeljson import format_ranks
+from stormwatch.outputs.model_json import format_ranks
+from stormwatch.reports.fields import as_int, as_list, is_sequence, rank_key
+from stormwatch.reports.formatting import format_offset
+from stormwatch.reports.timelines import TimeFrame
 
 KNOWN_KINDS = ("oom", "alert", "collector", "lifecycle", "phase")
 KNOWN_SEVERITIES = ("info", "warning", "critical")

@@ -21,8 +21,8 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from reports.fleetview import fleet_view
-from reports.jobview import job_view
+from stormwatch.reports.fleetview import fleet_view
+from stormwatch.reports.jobview import job_view
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -31,7 +31,7 @@ _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2
 def environment() -> Environment:
     """The one jinja2 environment: templates from ``reports/templates``, autoescape on for all."""
     return Environment(
-        loader=PackageLoader("reports", "templates"),
+        loader=PackageLoader("stormwatch.reports", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -41,7 +41,7 @@ def environment() -> Environment:
 
 @cache
 def _asset(name: str) -> str:
-    return files("reports").joinpath("templates", name).read_text(encoding="utf-8")
+    return files("stormwatch.reports").joinpath("templates", name).read_text(encoding="utf-8")
 
 
 def _digest(text: str) -> str:

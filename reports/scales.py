@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reports.units import byte_unit, format_bytes
+from stormwatch.reports.formatting import byte_unit, format_bytes
 
 
 @dataclass(frozen=True)

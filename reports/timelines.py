@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from reports.downsample import as_float, as_ns
-from reports.fields import as_int, as_mapping, is_sequence, rank_key
-from reports.units import NS_PER_S
+from stormwatch.reports.downsample import as_float, as_ns
+from stormwatch.reports.fields import as_int, as_mapping, is_sequence, rank_key
+from stormwatch.reports.formatting import NS_PER_S
 
 SERIES_NAMES = ("allocated", "reserved", "gap", "device_used")
 

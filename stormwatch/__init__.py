@@ -5,10 +5,10 @@ Pure: no Prefect, boto3, jinja2 or network code. Callers do the IO.
 
 from __future__ import annotations
 
-from stormwatch.load import LoadResult, SessionNotFoundError, load_artifacts, load_tree
-from stormwatch.markers import TimelineMarker
-from stormwatch.sessions import SessionStatus, SessionSummary
-from stormwatch.tree import ArtifactTree, Entry, LocalTree, MemoryTree
+from stormwatch.analysis.markers import TimelineMarker
+from stormwatch.events.sessions import SessionStatus, SessionSummary
+from stormwatch.load.loader import LoadResult, SessionNotFoundError, load_artifacts, load_tree
+from stormwatch.load.tree import ArtifactTree, Entry, LocalTree, MemoryTree
 
 __version__ = "0.1.0"
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from stormwatch.analysis.collective import CollectivePreset
-from stormwatch.limits import DEFAULT_LIMITS, LoadLimits
-from stormwatch.load import LoadResult, load_artifacts
-from stormwatch.model import DiagnosticsModel, build_model, expected_ranks
-from stormwatch.modeljson import Verdict, decide_verdict, dumps_document, input_fingerprint, model_document
-from stormwatch.ranks import parse_rank_filter
+from stormwatch.analysis.model import DiagnosticsModel, build_model, expected_ranks
+from stormwatch.analysis.rank_filter import parse_rank_filter
+from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
+from stormwatch.load.loader import LoadResult, load_artifacts
+from stormwatch.load.tree import ArtifactTree, Entry
+from stormwatch.outputs.model_json import Verdict, decide_verdict, dumps_document, input_fingerprint, model_document
 from stormwatch.severity import FailOn
-from stormwatch.tree import ArtifactTree, Entry
 
 ENGINE_VERSION = "0.1.0"
 
@@ -28,7 +28,7 @@ ENGINE_VERSION = "0.1.0"
 @dataclass(frozen=True)
 class DiagnoseOptions:
     """How to diagnose: rank filter expression, session, failure threshold, collective preset,
-    and the job's load caps (see :class:`~stormwatch.limits.LoadLimits`)."""
+    and the job's load caps (see :class:`~stormwatch.load.limits.LoadLimits`)."""
 
     ranks: str | None = None
     session_id: str | None = None
@@ -48,7 +48,7 @@ class DiagnoseOptions:
         max_events: int | None = None,
     ) -> DiagnoseOptions:
         """From command-line or flow-parameter strings; ValueError names a bad value.
-        ``None`` caps take the defaults of :class:`~stormwatch.limits.LoadLimits`."""
+        ``None`` caps take the defaults of :class:`~stormwatch.load.limits.LoadLimits`."""
         caps = {"max_artifact_bytes": max_artifact_bytes, "max_events": max_events}
         limits = LoadLimits(**{name: value for name, value in caps.items() if value is not None})
         return cls(ranks, session_id, FailOn(fail_on.strip().lower()), CollectivePreset(preset.strip().lower()),
@@ -106,9 +106,9 @@ def diagnose(
 ) -> Diagnosis:
     """Load ``source`` (local paths or a tree), diagnose it, and build its model.json document.
 
-    Raises :class:`~stormwatch.load.SessionNotFoundError` for an unknown session
-    :class:`~stormwatch.ranks.RankFilterError` for a malformed rank filter and
-    :class:`~stormwatch.limits.JobLimitError` for a job over ``options.limits.max_events``;
+    Raises :class:`~stormwatch.load.loader.SessionNotFoundError` for an unknown session
+    :class:`~stormwatch.analysis.rank_filter.RankFilterError` for a malformed rank filter and
+    :class:`~stormwatch.load.limits.JobLimitError` for a job over ``options.limits.max_events``;
     bad or oversized artifacts never raise (they become warnings).
     """
     if entries is None:

@@ -8,7 +8,6 @@ flow records the job as failed without stopping the others.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,18 +15,18 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 from prefect import task
 
-from reports.render import render_job
 from stormwatch.diagnose import DiagnoseOptions, diagnose
-from stormwatch.fleet import FleetRow, JobStatus, row_from_document
-from stormwatch.modeljson import exit_code_for, input_fingerprint
-from tasks.notify import JobFinding
-from tasks.storage import (
+from stormwatch.outputs.fleet import FleetRow, JobStatus, row_from_document
+from stormwatch.outputs.model_json import exit_code_for, input_fingerprint
+from stormwatch.reports.render import render_job
+from stormwatch.tasks.notify.dispatch import JobFinding
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import (
     InputChangedError,
     Storage,
     StorageError,
     StorageSettings,
     model_json_key,
-    open_storage,
     report_html_key,
 )
 
@@ -61,11 +60,6 @@ class JobOutcome:
     row: FleetRow
     finding: JobFinding | None = None
 
-
-@functools.lru_cache(maxsize=16)
-def storage_for(settings: StorageSettings) -> Storage:
-    """One storage (and S3 client, thread-safe) per settings per process."""
-    return open_storage(settings)
 
 
 def _previous(storage: Storage, job_id: str) -> dict[str, Any] | None:

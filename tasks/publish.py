@@ -15,10 +15,17 @@ import orjson
 import pandas as pd
 from prefect import task
 
-from reports.render import render_index
-from stormwatch.fleet import FleetRow, fleet_document, merge_rank_tables, rank_table
-from tasks.diagnose import HTML, storage_for
-from tasks.storage import FLEET_JSON_KEY, FLEET_PARQUET_KEY, INDEX_HTML_KEY, Storage, StorageSettings
+from stormwatch.outputs.fleet import FleetRow, fleet_document, merge_rank_tables, rank_table
+from stormwatch.reports.render import render_index
+from stormwatch.tasks.diagnose import HTML
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import (
+    FLEET_JSON_KEY,
+    FLEET_PARQUET_KEY,
+    INDEX_HTML_KEY,
+    Storage,
+    StorageSettings,
+)
 
 
 def parquet_bytes(table: pd.DataFrame) -> bytes:

@@ -119,7 +119,7 @@ def our_model(paths: Iterable[str | Path], selected_ranks: set[int] | None = Non
     ``loader_markers``: hand the loader's markers to ``build_model`` (as ``diagnose`` does,
     phase spans then come from them) instead of letting it derive its own."""
     from stormwatch import load_artifacts
-    from stormwatch.model import build_model
+    from stormwatch.analysis.model import build_model
 
     inputs = [Path(p) for p in paths]
     if job_folder and (len(inputs) != 1 or not inputs[0].is_dir()):

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from stormwatch.tokens import has_collective_token
+from stormwatch.events.collective_tokens import has_collective_token
 
 #: Jobs with at most this many ranks find each rank's events with one scan per rank
 #: (cheaper than a stable sort of the whole rank column); larger jobs sort.

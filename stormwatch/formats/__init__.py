@@ -1,1 +1,1 @@
-"""Readers that turn one artifact's bytes into canonical events (see :mod:`stormwatch.records`)."""
+"""Readers that turn one artifact's bytes into canonical events (see :mod:`stormwatch.events.records`)."""

@@ -1,7 +1,7 @@
 """The columnar fast path: schema v2/v3 JSON Lines parsed by Arrow, validated per column.
 
-:mod:`stormwatch.formats.arrowread` parses the whole buffer into typed columns.
-The rules of :mod:`stormwatch.records` are then applied to whole columns: a row that
+:mod:`stormwatch.formats.arrow_reader` parses the whole buffer into typed columns.
+The rules of :mod:`stormwatch.events.records` are then applied to whole columns: a row that
 breaks one is reported and dropped, the rest are kept. No Python object is made
 per event, except the metadata ``dict`` of non-sample events (alerts, phases,
 lifecycle), which are few. A column without nulls or blanks (the usual case)
@@ -28,12 +28,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stormwatch.formats.arrowread import INT_FIELDS, STRING_FIELDS, read_table
-from stormwatch.formats.columns import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
-from stormwatch.formats.jsonvalue import parse_json_value
+from stormwatch.events.frame import blank_positions, categorical, frame_from_columns
+from stormwatch.events.schema import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
+from stormwatch.formats.arrow_reader import INT_FIELDS, STRING_FIELDS, read_table
+from stormwatch.formats.column_checks import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
+from stormwatch.formats.json_value import parse_json_value
 from stormwatch.formats.lines import Buffer, LineIndex
-from stormwatch.frame import blank_positions, categorical, frame_from_columns
-from stormwatch.records import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
 
 _REQUIRED_NON_NULL = (
     "timestamp_ns",
@@ -196,7 +196,7 @@ def columnar_events(
     data: Buffer, lines: LineIndex, *, default_session_id: str, arrow_threads: bool = True
 ) -> ColumnarResult | None:
     """Schema v2/v3 rows of a JSONL buffer as canonical events (see module doc);
-    ``arrow_threads`` as :func:`~stormwatch.formats.arrowread.read_table`'s ``threads``."""
+    ``arrow_threads`` as :func:`~stormwatch.formats.arrow_reader.read_table`'s ``threads``."""
     table = read_table(data, lines, threads=arrow_threads)
     if table is None or table.num_rows != lines.count:
         return None

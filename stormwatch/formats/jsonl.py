@@ -17,13 +17,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from stormwatch.events.frame import concat_frames, frame_from_rows
+from stormwatch.events.records import normalise_record
+from stormwatch.events.schema import RecordError
+from stormwatch.formats.bad_input import MAX_LISTED_PER_FILE, describe_problems
 from stormwatch.formats.columnar import columnar_events
-from stormwatch.formats.jsonvalue import parse_json_value
+from stormwatch.formats.json_value import parse_json_value
 from stormwatch.formats.lines import Buffer, LineIndex, index_lines
-from stormwatch.frame import concat_frames, frame_from_rows
-from stormwatch.limits import JobLimitError
-from stormwatch.problems import MAX_LISTED_PER_FILE, describe_problems
-from stormwatch.records import RecordError, normalise_record
+from stormwatch.load.limits import JobLimitError
 
 BOM = b"\xef\xbb\xbf"
 
@@ -121,7 +122,7 @@ def read_jsonl(data: Buffer, *, label: str, default_session_id: str, arrow_threa
     """Events of one JSONL artifact in line order; ``label`` names it in warnings.
 
     ``data`` is only read (a mapping of the file will do). ``arrow_threads``: let
-    Arrow parse on its thread pool (see :func:`~stormwatch.formats.arrowread.read_table`);
+    Arrow parse on its thread pool (see :func:`~stormwatch.formats.arrow_reader.read_table`);
     the result is the same either way.
     """
     if data[: len(BOM)] == BOM:
@@ -166,7 +167,7 @@ def read_jsonl_stream(
     Each chunk is cut after its last newline (the rest carries over), so memory
     holds a few chunks plus the parsed columns. A line longer than
     ``chunk_bytes`` is skipped with a warning. Raises
-    :class:`~stormwatch.limits.JobLimitError` once more than ``max_events`` events are read.
+    :class:`~stormwatch.load.limits.JobLimitError` once more than ``max_events`` events are read.
     """
     frames: list[pd.DataFrame] = []
     problems = _Problems()

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stormwatch.formats.jsonvalue import parse_json_value
-from stormwatch.sessions import SessionSummary, summary_from_mapping
+from stormwatch.events.sessions import SessionSummary, summary_from_mapping
+from stormwatch.formats.json_value import parse_json_value
 
 MANIFEST_NAME = "manifest.json"
 SEGMENT_PREFIX = "segment-"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from tasks.diagnose import diagnose_job, storage_for
-from tasks.publish import publish_fleet_task
-from tasks.s3 import S3Storage
-from tasks.storage import StorageSettings
+from stormwatch.tasks.diagnose import diagnose_job
+from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import StorageSettings
+from stormwatch.tasks.storage.s3 import S3Storage
 from tests.faults.proxy import FaultProxy, fault_proxy
 from tests.tasks.backends import Backend, s3_backend
 
@@ -80,11 +81,11 @@ def proxied(proxy: FaultProxy, s3_bucket: str, moto_client: Any) -> Proxied:
 @pytest.fixture
 def quick_task_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """The flows' task retries without their waits (2-20 s in production); retry counts unchanged."""
-    import flows.audit
+    from stormwatch.flows import audit
 
-    monkeypatch.setattr(flows.audit, "diagnose_job", diagnose_job.with_options(retry_delay_seconds=0))
-    monkeypatch.setattr(flows.audit, "publish_fleet_task", publish_fleet_task.with_options(retry_delay_seconds=0))
-    monkeypatch.setattr(flows.audit, "list_jobs", flows.audit.list_jobs.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(audit, "diagnose_job", diagnose_job.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(audit, "publish_fleet_task", publish_fleet_task.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(audit, "list_jobs", audit.list_jobs.with_options(retry_delay_seconds=0))
 
 
 FLEET_JOBS = ("clean-job", "critical-job", "small-job")

@@ -15,11 +15,11 @@ import orjson
 import pandas as pd
 import pytest
 
-import flows.audit
-import flows.post_job
-from flows.audit import nightly_audit
-from flows.post_job import post_job
-from tasks.lease import LeaseRecord, acquire, acquire_waiting
+import stormwatch.flows.audit
+import stormwatch.flows.post_job
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.post_job import post_job
+from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
 from tests.tasks.backends import Backend, local_backend
 from tests.tasks.notify_servers import WebhookServer, webhook_server
@@ -50,13 +50,13 @@ def test_two_audits_at_once_one_works_and_each_finding_is_sent_once(
 ) -> None:
     upload_fleet(backend, fleet_files)
     other_returned = threading.Event()
-    listing = flows.audit.list_jobs
+    listing = stormwatch.flows.audit.list_jobs
 
     def list_once_the_other_returned(settings: Any) -> Any:
         other_returned.wait(timeout=120)  # the holder works only after the other run gave up: they overlapped
         return listing(settings)
 
-    monkeypatch.setattr(flows.audit, "list_jobs", list_once_the_other_returned)
+    monkeypatch.setattr(stormwatch.flows.audit, "list_jobs", list_once_the_other_returned)
     start = threading.Barrier(2)
     results: list[dict[str, Any]] = []
     errors: list[BaseException] = []
@@ -142,7 +142,7 @@ def test_post_job_waits_for_the_lease_then_works(local: Backend, fleet_files: Pa
         waits.append(seconds)
         held.release()  # the nightly audit ends while post-job waits
 
-    monkeypatch.setattr(flows.post_job, "acquire_waiting", functools.partial(acquire_waiting,
+    monkeypatch.setattr(stormwatch.flows.post_job, "acquire_waiting", functools.partial(acquire_waiting,
                                                                              sleep=sleep_until_released))
     result = post_job(job_id="critical-job", storage=local.settings.uri, endpoint_url=local.settings.endpoint_url)
     assert waits == [2.0] and result["exit_code"] == 0 and result["job"]["status"] == "diagnosed"
@@ -165,7 +165,7 @@ def test_a_failing_audit_releases_its_lease(local: Backend, fleet_files: Path,
         raise RuntimeError("publishing broke")
 
     with monkeypatch.context() as patch:
-        patch.setattr(flows.audit, "publish_fleet_task", publish_fails)
+        patch.setattr(stormwatch.flows.audit, "publish_fleet_task", publish_fails)
         with pytest.raises(RuntimeError, match="publishing broke"):
             audit(local)
     assert local.get(LOCK) is None and local.get("reports/fleet.json") is None

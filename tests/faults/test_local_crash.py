@@ -12,11 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
-from stormwatch.fleet import FleetRow
-from tasks.diagnose import AuditOptions, audit_one
-from tasks.notify import NotifySettings
-from tasks.notify_step import notify_step
-from tasks.publish import publish_fleet
+from stormwatch.outputs.fleet import FleetRow
+from stormwatch.tasks.diagnose import AuditOptions, audit_one
+from stormwatch.tasks.notify.dispatch import NotifySettings
+from stormwatch.tasks.notify.step import notify_step
+from stormwatch.tasks.publish import publish_fleet
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
 from tests.tasks.backends import Backend, local_backend
 

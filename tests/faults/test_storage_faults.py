@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from botocore.exceptions import BotoCoreError
 
-import tasks.diagnose
-from flows.audit import nightly_audit
-from tasks.diagnose import AuditOptions, audit_one
+import stormwatch.tasks.diagnose
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.tasks.diagnose import AuditOptions, audit_one
 from tests.faults.conftest import FLEET_JOBS, Proxied, upload_fleet
 from tests.faults.proxy import Fault, Op
 from tests.tasks.backends import Backend
@@ -110,7 +110,7 @@ def test_a_body_cut_short_every_time_is_an_error_never_partial_bytes(proxied: Pr
     proxied.proxy.inject(Fault.TRUNCATE, ops={Op.GET}, key="*/model.json", times=None)
     with pytest.raises(Exception) as raised:
         proxied.storage.read_report("critical-job/model.json")
-    assert tasks.diagnose.is_transient(raised.value)  # so the job's task is retried, then fails loudly
+    assert stormwatch.tasks.diagnose.is_transient(raised.value)  # so the job's task is retried, then fails loudly
     assert len(proxied.proxy.requests(Op.GET)) == proxied.settings.max_attempts
 
 
@@ -196,7 +196,7 @@ def test_a_job_failing_past_every_retry_is_recorded_and_completed_next_audit(
         attempts[job_id] += 1
         return audit_one(storage, job_id, options=options)
 
-    monkeypatch.setattr(tasks.diagnose, "audit_one", counted)
+    monkeypatch.setattr(stormwatch.tasks.diagnose, "audit_one", counted)
     proxied.proxy.inject(Fault.ERROR_500, ops={Op.GET}, key="*/jobs/clean-job/*", times=None)
 
     first = run(proxied)

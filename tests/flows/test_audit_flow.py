@@ -10,8 +10,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from flows.audit import nightly_audit
-from flows.post_job import post_job
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.post_job import post_job
 from tests import builders as b
 from tests.tasks.backends import Backend
 
@@ -131,7 +131,7 @@ def test_link_artifacts_for_published_reports(tmp_path: Path) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from flows.audit import artifact_key
+    from stormwatch.flows.audit import artifact_key
 
     root = tmp_path / "fleet"
     b.write_multi_rank_job(root / "jobs" / "Train_42", world_size=2, alerts=b.DEFAULT_ALERTS)

@@ -8,9 +8,9 @@ import orjson
 import pytest
 import yaml
 
-from flows.audit import nightly_audit
-from flows.audit_cmd import task_runner
-from flows.deployments import NIGHTLY_NAME, POST_JOB_NAME, build_deployments
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.audit_cmd import task_runner
+from stormwatch.flows.deployments import NIGHTLY_NAME, POST_JOB_NAME, build_deployments
 from tests import builders as b
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flows.cli import main
+from stormwatch.flows.cli import main
 
 
 @pytest.mark.usefixtures("prefect_api")

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flows.cli import main
+from stormwatch.flows.cli import main
 from tests import builders as b
 
 
@@ -118,7 +118,7 @@ def test_fingerprint_changes_with_inputs_only(job: Path, tmp_path: Path, tmp_pat
 
 def test_diagnose_does_not_import_prefect(job: Path, tmp_path: Path) -> None:
     code = (
-        "import sys; from flows.cli import main; "
+        "import sys; from stormwatch.flows.cli import main; "
         f"rc = main(['diagnose', {str(job)!r}, '--out', {str(tmp_path)!r}]); "
         "assert 'prefect' not in sys.modules, 'prefect imported'; sys.exit(rc)"
     )

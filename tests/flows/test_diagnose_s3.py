@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from flows.cli import main
 from stormwatch import load_artifacts
+from stormwatch.flows.cli import main
 from tests import builders as b
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flows.audit import nightly_audit
-from flows.cli import main
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.cli import main
 from tests import builders as b
 from tests.tasks.backends import Backend
 
@@ -93,7 +93,7 @@ def test_audit_flow_caps(backend: Backend, tmp_path: Path) -> None:
     assert result["failed"] == ["busy-job"] and result["summary"]["diagnosed"] == 2
     _check_fleet(backend, cap)
     if backend.name == "s3":  # the object over the cap is listed (with its size), never downloaded
-        from tasks.s3 import S3Storage
+        from stormwatch.tasks.storage.s3 import S3Storage
 
         storage = backend.reopen()
         assert isinstance(storage, S3Storage)
@@ -123,7 +123,7 @@ def test_audit_cli_refuses_bad_caps(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_serve_deployments_carry_the_caps() -> None:
-    from flows.deployments import build_deployments
+    from stormwatch.flows.deployments import build_deployments
 
     deployments = build_deployments(storage="s3://fleet/prod", endpoint_url=None, cron="0 2 * * *", timezone="UTC",
                                     fail_on="never", preset="medium", max_artifact_bytes=4096, max_events=99)

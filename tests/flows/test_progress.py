@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from flows.audit import PROGRESS_MIN_JOBS, Progress
+from stormwatch.flows.audit import PROGRESS_MIN_JOBS, Progress
 
 
 class Terminal(io.StringIO):

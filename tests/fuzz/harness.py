@@ -34,10 +34,10 @@ from typing import Any
 
 import orjson
 
-from reports.render import render_job
 from stormwatch import LoadResult, MemoryTree, SessionNotFoundError, load_artifacts
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.diagnose import DiagnoseOptions, diagnose
+from stormwatch.reports.render import render_job
 from tests.fuzz.corpus import Fmt, Shape, shape_named, shapes
 from tests.fuzz.mutations import ESCAPED_SESSION_ID, MUTATIONS, Mutated, Target, record_count
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import orjson
 
-from reports.render import render_job
 from stormwatch import MemoryTree
 from stormwatch.diagnose import diagnose
+from stormwatch.reports.render import render_job
 from tests.fuzz.corpus import Fmt
 from tests.fuzz.harness import Case, damage, damaged_files, failure_of
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.charts import svg_path
-from reports.downsample import as_float, minmax_points, signed_extremes, value_at
+from stormwatch.reports.charts import svg_path
+from stormwatch.reports.downsample import as_float, minmax_points, signed_extremes, value_at
 
 
 @pytest.mark.parametrize("spike_at", [0, 1, 31_337, 99_998, 99_999])

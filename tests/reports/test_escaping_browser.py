@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports import render_index, render_job
+from stormwatch.reports import render_index, render_job
 from tests.reports.builders import (
     HOSTILE,
     IMG_PAYLOAD,

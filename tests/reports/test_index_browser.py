@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reports import render_index, render_job
+from stormwatch.reports import render_index, render_job
 from tests.reports.builders import fleet_job_from_document, make_fleet, make_fleet_job
 from tests.reports.pages import open_page, write_page
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reports import render_job
+from stormwatch.reports import render_job
 from tests import builders as b
 from tests.reports.builders import large_document
 from tests.reports.pages import open_page, write_page

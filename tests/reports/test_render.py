@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
-from reports import render_index, render_job
-from reports.fleetview import report_href
-from reports.render import environment, script_json
 from stormwatch.diagnose import diagnose
+from stormwatch.reports import render_index, render_job
+from stormwatch.reports.fleetview import report_href
+from stormwatch.reports.render import environment, script_json
 from tests import model_builders as mb
 from tests.reports.builders import large_document, make_fleet, make_fleet_job, make_indicator
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.units import (
+from stormwatch.reports.formatting import (
     NOT_AVAILABLE,
     format_bytes,
     format_confidence,

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stormwatch.frame import blank_positions, categorical, concat_strings, sole_string
+from stormwatch.events.frame import blank_positions, categorical, concat_strings, sole_string
 
 CASES: dict[str, tuple[pa.Array | pa.ChunkedArray, str | None]] = {
     "one value": (pa.array(["gpu-0"] * 5, pa.large_string()), "gpu-0"),

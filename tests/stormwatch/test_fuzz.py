@@ -27,9 +27,9 @@ import orjson
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from reports.render import render_job
 from stormwatch import LoadResult, MemoryTree, load_artifacts
 from stormwatch.diagnose import diagnose
+from stormwatch.reports.render import render_job
 from tests import builders as b
 from tests.fuzz.harness import total_events
 from tests.fuzz.known import known_exception, new_failures

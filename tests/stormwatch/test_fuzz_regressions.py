@@ -23,11 +23,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from reports.render import render_job
 from stormwatch import LoadResult, MemoryTree, load_artifacts
+from stormwatch.analysis.model import MAX_WORLD_SIZE
 from stormwatch.diagnose import diagnose
-from stormwatch.model import MAX_WORLD_SIZE
-from stormwatch.modeljson import TOO_DEEP, json_safe
+from stormwatch.outputs.model_json import TOO_DEEP, json_safe
+from stormwatch.reports.render import render_job
 from tests import builders as b
 from tests.fuzz.pool import WORKER_MEMORY_BYTES, limit_memory
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stormwatch.jobids import MAX_JOB_ID_CHARS, InvalidJobIdError, segment_problem, validate_job_id
+from stormwatch.tasks.storage.job_ids import MAX_JOB_ID_CHARS, InvalidJobIdError, segment_problem, validate_job_id
 
 VALID = [
     "job-1",

@@ -17,7 +17,7 @@ import pytest
 from stormwatch import MemoryTree, load_artifacts
 from stormwatch.diagnose import DiagnoseOptions, diagnose
 from stormwatch.formats.jsonl import read_jsonl, read_jsonl_stream
-from stormwatch.limits import DEFAULT_LIMITS, JobLimitError, LoadLimits
+from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError, LoadLimits
 from tests import builders as b
 
 TWO_GIB = 2 * b.GIB
@@ -163,7 +163,7 @@ def test_max_events_stops_a_streamed_artifact_early() -> None:
 _BOUNDED = textwrap.dedent("""
     import sys, time
     from stormwatch import load_artifacts
-    from stormwatch.limits import LoadLimits
+    from stormwatch.load.limits import LoadLimits
     started = time.perf_counter()
     loaded = load_artifacts([sys.argv[1]], limits=LoadLimits(max_artifact_bytes=3 << 30))
     elapsed = time.perf_counter() - started

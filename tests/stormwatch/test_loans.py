@@ -1,4 +1,4 @@
-"""Anonymous mappings lent to read files into (stormwatch.loans), and LocalTree.loan."""
+"""Anonymous mappings lent to read files into (stormwatch.load.file_mappings), and LocalTree.loan."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stormwatch.loans import MappingPool, lend_contents
-from stormwatch.tree import LocalTree
+from stormwatch.load.file_mappings import MappingPool, lend_contents
+from stormwatch.load.tree import LocalTree
 
 
 def _write(path: Path, size: int, seed: int) -> bytes:

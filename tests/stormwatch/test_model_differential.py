@@ -313,7 +313,7 @@ RANK_FILTERS: list[tuple[str | None, list[int]]] = [
 
 @pytest.mark.parametrize(("expr", "available"), RANK_FILTERS, ids=[f"{e!r}-{len(a)}" for e, a in RANK_FILTERS])
 def test_parse_rank_filter_equals_reference(expr: str | None, available: list[int]) -> None:
-    from stormwatch.ranks import parse_rank_filter
+    from stormwatch.analysis.rank_filter import parse_rank_filter
 
     try:
         expected: set[int] | type[Exception] = reference_parse_rank_filter(expr, available)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stormwatch import load_artifacts
-from stormwatch.model import NO_EVENTS_WARNING, build_model
+from stormwatch.analysis.model import NO_EVENTS_WARNING, build_model
 from tests import builders as b
 from tests.model_builders import gap_samples, write_job
 from tests.reference_model import reference_model

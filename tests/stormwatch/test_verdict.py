@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from stormwatch.model import AnomalyIndicator, DiagnosticsModel
-from stormwatch.modeljson import VerdictStatus, decide_verdict, format_ranks, input_fingerprint
+from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel
+from stormwatch.load.tree import Entry
+from stormwatch.outputs.model_json import VerdictStatus, decide_verdict, format_ranks, input_fingerprint
 from stormwatch.severity import FailOn, Severity
-from stormwatch.tree import Entry
 
 
 def make_indicator(*, kind: str = "most_severe", severity: str = "warning", rank: int = 0) -> AnomalyIndicator:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.s3 import S3Storage
-from tasks.storage import Storage, StorageSettings, open_storage
+from stormwatch.tasks.storage.open import open_storage
+from stormwatch.tasks.storage.protocol import Storage, StorageSettings
+from stormwatch.tasks.storage.s3 import S3Storage
 
 
 @dataclass

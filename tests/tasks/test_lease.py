@@ -11,10 +11,18 @@ from typing import Any
 import orjson
 import pytest
 
-from stormwatch.jobids import InvalidJobIdError
-from tasks.lease import Lease, LeaseLostError, LeaseRecord, acquire, acquire_waiting, holder, lease_key
-from tasks.s3 import S3Storage
-from tasks.storage import StorageSettings, check_job_id
+from stormwatch.tasks.storage.job_ids import InvalidJobIdError
+from stormwatch.tasks.storage.lease import (
+    Lease,
+    LeaseLostError,
+    LeaseRecord,
+    acquire,
+    acquire_waiting,
+    holder,
+    lease_key,
+)
+from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
+from stormwatch.tasks.storage.s3 import S3Storage
 from tests.faults.proxy import Fault, FaultProxy, Op, fault_proxy
 from tests.tasks.backends import Backend
 

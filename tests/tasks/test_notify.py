@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.notify import JobFinding, NotifyResult, NotifySettings, SecretRef, notify_jobs
+from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySettings, SecretRef, notify_jobs
 from tests.tasks.notify_servers import (
     JOB_BUILDERS,
     SmtpRecorder,

@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from stormwatch.severity import Severity
-from tasks.notify_delivery import SendError, backoff_delay_s, deliver
-from tasks.notify_email import build_message
-from tasks.notify_findings import JobFinding, format_offset_ns, format_time_ns, one_line
-from tasks.notify_ledger import (
+from stormwatch.tasks.notify.delivery import SendError, backoff_delay_s, deliver
+from stormwatch.tasks.notify.email import build_message
+from stormwatch.tasks.notify.findings import JobFinding, format_offset_ns, format_time_ns, one_line
+from stormwatch.tasks.notify.ledger import (
     ChannelName,
     ChannelOutcome,
     ChannelStatus,
@@ -22,8 +22,8 @@ from tasks.notify_ledger import (
     pending_job_ids,
     read_ledger,
 )
-from tasks.notify_secrets import Redactor
-from tasks.notify_slack import MAX_SECTION_CHARS, job_section_text, slack_escape, slack_link, slack_payload
+from stormwatch.tasks.notify.secrets import Redactor
+from stormwatch.tasks.notify.slack import MAX_SECTION_CHARS, job_section_text, slack_escape, slack_link, slack_payload
 from tests.tasks.notify_servers import HOSTILE, document
 
 NOW = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)

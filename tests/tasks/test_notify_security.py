@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tasks.notify import JobFinding, NotifySettings, SecretRef, notify_jobs
+from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, SecretRef, notify_jobs
 from tests.tasks.notify_servers import (
     HOSTILE_JOB_ID,
     WEBHOOK_PATH,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from stormwatch.severity import Severity
-from tasks.notify import NotifySettings, SecretRef
-from tasks.notify_settings import SmtpTarget
+from stormwatch.tasks.notify.dispatch import NotifySettings, SecretRef
+from stormwatch.tasks.notify.settings import SmtpTarget
 
 FLAG_HOOK = "https://hooks.example/services/FLAG/secret-flag"
 ENV_HOOK = "https://hooks.example/services/ENV/secret-env"

@@ -9,14 +9,14 @@ import pytest
 
 from stormwatch import load_artifacts
 from stormwatch.diagnose import diagnose
-from stormwatch.jobids import InvalidJobIdError
-from tasks.storage import (
+from stormwatch.tasks.storage.job_ids import InvalidJobIdError
+from stormwatch.tasks.storage.open import open_storage
+from stormwatch.tasks.storage.protocol import (
     JobNotFoundError,
     JobTooLargeError,
     ReportKeyError,
     StorageSettings,
     model_json_key,
-    open_storage,
 )
 from tests.builders import write_multi_rank_job
 from tests.tasks.backends import Backend

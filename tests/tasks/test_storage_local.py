@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch.loans import MappingPool
-from tasks.local import LocalStorage
-from tasks.storage import StorageError, StorageSettings
+from stormwatch.load.file_mappings import MappingPool
+from stormwatch.tasks.storage.local import LocalStorage
+from stormwatch.tasks.storage.protocol import StorageError, StorageSettings
 
 
 @pytest.fixture

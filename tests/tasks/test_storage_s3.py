@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tasks.s3 import S3Storage, client_config
-from tasks.storage import InputChangedError, StorageSettings, open_storage
+from stormwatch.tasks.storage.open import open_storage
+from stormwatch.tasks.storage.protocol import InputChangedError, StorageSettings
+from stormwatch.tasks.storage.s3 import S3Storage, client_config
 from tests.tasks.backends import s3_backend
 
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens there

@@ -1,0 +1,105 @@
+"""JSON telemetry files (an array of records, or an object holding them) to events.
+
+A record that breaks the rules drops only itself. A file that is not valid JSON
+keeps the records before the point where it breaks (a truncated export keeps its
+complete records), with a warning naming the line and column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from stormwatch.events.frame import frame_from_rows
+from stormwatch.events.records import normalise_record
+from stormwatch.events.schema import RecordError
+from stormwatch.formats.bad_input import describe_problems
+from stormwatch.formats.json_value import TooDeepError, parse_json_value
+from stormwatch.formats.jsonl import BOM, ParsedEvents
+
+_EVENT_HINT_KEYS = (
+    "schema_version",
+    "event_type",
+    "type",
+    "memory_allocated",
+    "memory_mb",
+    "timestamp",
+    "timestamp_ns",
+)
+
+
+class NotTelemetryError(ValueError):
+    """The JSON is valid but holds no telemetry events."""
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _salvage_array(text: str) -> tuple[list[tuple[int, Any]], str]:
+    """Complete elements of a broken top-level array, with their line numbers."""
+    decoder = json.JSONDecoder()
+    position = text.index("[") + 1
+    found: list[tuple[int, Any]] = []
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text) or text[position] == "]":
+            return found, f"the array is not closed (the file ends at line {_line_of(text, len(text))})"
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            return found, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        except RecursionError:
+            return found, f"a record nested too deeply at line {_line_of(text, position)}"
+        found.append((_line_of(text, position), value))
+        position = end
+
+
+def records_of(payload: Any) -> list[Any]:
+    """The records of a parsed JSON payload, by stormlog's rules."""
+    if isinstance(payload, list):
+        return payload
+    if isinstance(payload, Mapping):
+        if isinstance(payload.get("events"), list):
+            return list(payload["events"])
+        if any(key in payload for key in _EVENT_HINT_KEYS):
+            return [payload]
+        raise NotTelemetryError("JSON payload does not contain telemetry events")
+    raise NotTelemetryError("telemetry payload must be a JSON object or array")
+
+
+def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
+    """Events of one JSON artifact; raises :class:`NotTelemetryError` when it has none.
+
+    Records are numbered from 1 in warnings; a salvaged array reports lines.
+    """
+    warnings: list[str] = []
+    numbered: list[tuple[int, Any]]
+    where = "record"
+    try:
+        payload = parse_json_value(data[len(BOM) :] if data.startswith(BOM) else data)
+        numbered = list(enumerate(records_of(payload), start=1))
+    except UnicodeDecodeError as exc:
+        raise NotTelemetryError(f"not valid UTF-8 at byte {exc.start}") from exc
+    except TooDeepError as exc:
+        raise NotTelemetryError(str(exc)) from exc
+    except json.JSONDecodeError as exc:
+        text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+        if not text.lstrip().startswith("["):
+            raise NotTelemetryError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        numbered, reason = _salvage_array(text)
+        where = "line"
+        warnings.append(f"{label}: {reason}; kept the {len(numbered)} complete records before it")
+    rows = []
+    problems: list[tuple[int, str]] = []
+    for number, record in numbered:
+        try:
+            rows.append(normalise_record(record, default_session_id=default_session_id))
+        except RecordError as exc:
+            problems.append((number, str(exc)))
+        except RecursionError:  # metadata scanned for tokens, nested near the parser's limit
+            problems.append((number, "metadata nested too deeply"))
+    warnings.extend(describe_problems(label, problems, where=where))
+    return ParsedEvents(frame_from_rows(rows), tuple(warnings))

@@ -1,0 +1,218 @@
+"""``model.json``: a diagnosed job as one JSON document (contract in DESIGN.md).
+
+The ``model`` member is ``dataclasses.asdict`` of :class:`DiagnosticsModel` with
+the reference's field names (rank keys as strings, as JSON requires). The
+verdict is the worst first-cause severity (missing ranks count as a warning);
+its ``exit_code`` applies the caller's ``--fail-on``. Written with orjson:
+numpy timelines serialise without a Python int per sample.
+
+Telemetry reaches the document unchecked in places (marker metadata, a manifest's
+session fields), so the document is made JSON-safe (:func:`json_safe`) before it
+is handed out: any artifact that loads also serialises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from stormwatch.analysis.model import DiagnosticsModel
+from stormwatch.load.loader import LoadResult
+from stormwatch.load.tree import Entry
+from stormwatch.severity import FailOn, Severity
+
+MODEL_SCHEMA_VERSION = 1
+#: Telemetry containers nested deeper than this are replaced by :data:`TOO_DEEP` in the document.
+MAX_NESTING = 64
+TOO_DEEP = "<nested too deeply>"
+_INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson writes: int64 and uint64
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOTHING_LOADABLE = 0, 3, 5
+
+
+class VerdictStatus(StrEnum):
+    CLEAN = "clean"
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    EMPTY = "empty"  # nothing loadable
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: VerdictStatus
+    exit_code: int
+    summary: str
+
+    @property
+    def severity(self) -> Severity | None:
+        return None if self.status in (VerdictStatus.CLEAN, VerdictStatus.EMPTY) else Severity(self.status.value)
+
+
+def input_fingerprint(entries: Iterable[Entry]) -> str:
+    """sha256 over every input's (key, size, version), order-independent; changes when any input does."""
+    digest = hashlib.sha256()
+    for entry in sorted(entries, key=lambda item: item.key):
+        digest.update(orjson.dumps([entry.key, entry.size_bytes, entry.version]))
+        digest.update(b"\n")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = FailOn.NEVER) -> Verdict:
+    """Worst first-cause severity, raised to warning when ranks are missing."""
+    if events == 0:
+        return Verdict(VerdictStatus.EMPTY, EXIT_NOTHING_LOADABLE, "No telemetry events could be loaded.")
+    worst = max((Severity(item.severity) for item in model.indicators), key=lambda s: s.level, default=None)
+    if model.missing_ranks and (worst is None or worst.level < Severity.WARNING.level):
+        worst = Severity.WARNING
+    status = VerdictStatus.CLEAN if worst is None else VerdictStatus(worst.value)
+    parts = []
+    if model.indicators:
+        first = model.indicators[-1]
+        parts.append(f"most severe: {first.signal} on rank {first.rank} ({first.severity})")
+    if model.missing_ranks:
+        parts.append(f"missing ranks {format_ranks(model.missing_ranks)}")
+    present = len(model.present_ranks)
+    summary = f"{status.value}: {present}/{len(model.expected_ranks)} ranks present" + (
+        "; " + "; ".join(parts) if parts else "; no anomalies"
+    )
+    return Verdict(status, EXIT_FINDINGS if fail_on.reached_by(worst) else EXIT_CLEAN, summary)
+
+
+def exit_code_for(status: str, fail_on: FailOn) -> int:
+    """The exit code a stored verdict status gives under ``fail_on`` (a skipped job's, say)."""
+    if status == VerdictStatus.EMPTY:
+        return EXIT_NOTHING_LOADABLE
+    severity = None if status == VerdictStatus.CLEAN else Severity(status)
+    return EXIT_FINDINGS if fail_on.reached_by(severity) else EXIT_CLEAN
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """``0,2,4-7`` for [0, 2, 4, 5, 6, 7]."""
+    out: list[str] = []
+    run: list[int] = []
+    for rank in sorted(ranks):
+        if run and rank == run[-1] + 1:
+            run.append(rank)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [rank]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def model_document(
+    loaded: LoadResult,
+    model: DiagnosticsModel,
+    verdict: Verdict,
+    *,
+    job_id: str,
+    source: str,
+    fingerprint: str,
+    engine_version: str,
+    options: Mapping[str, Any] | None = None,
+    generated_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The model.json content as plain data (numpy arrays left for orjson).
+
+    ``options`` records how the job was diagnosed (rank filter, session, preset):
+    an audit re-diagnoses a job whose inputs are unchanged when these differ.
+    """
+    return json_safe({
+        "schema_version": MODEL_SCHEMA_VERSION,
+        "job_id": job_id,
+        "source": source,
+        "generated_at": (generated_at or datetime.now(UTC)).isoformat(),
+        "engine_version": engine_version,
+        "input_fingerprint": fingerprint,
+        "options": dict(options or {}),
+        "selected_session_id": loaded.selected_session_id,
+        "sessions": [_session(summary) for summary in loaded.sessions],
+        "sources_loaded": list(loaded.sources_loaded),
+        "warnings": list(loaded.warnings),
+        "verdict": {"status": verdict.status.value, "exit_code": verdict.exit_code, "summary": verdict.summary},
+        "model": model,
+    })
+
+
+def _session(summary: Any) -> dict[str, Any]:
+    data = {field.name: getattr(summary, field.name) for field in dataclasses.fields(summary)}
+    data["status"] = str(summary.status)
+    data["events"] = data.pop("event_count")
+    return data
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return value  # floats (NaN is written as null), None, numpy arrays and scalars
+    if isinstance(value, int):
+        return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else str(value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, from a JSON "\\ud800" escape
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+    return value
+
+
+def json_safe(value: Any, *, max_nesting: int = MAX_NESTING) -> Any:
+    """``value`` as data orjson always writes, with the same shape otherwise.
+
+    Dataclasses become dicts (as ``dataclasses.asdict`` makes them, without
+    copying numpy arrays); dicts, lists and tuples keep their type and key order;
+    integers beyond 64 bits become their decimal text; strings holding lone
+    surrogates get ``?`` in their place; containers nested deeper than
+    ``max_nesting`` become :data:`TOO_DEEP`. Iterative, so any depth is safe.
+    """
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
+    tuples: list[tuple[Any, Any]] = []  # (parent, slot) of lists to turn back into tuples, parents first
+    while stack:
+        source, parent, slot, depth = stack.pop()
+        if dataclasses.is_dataclass(source) and not isinstance(source, type):
+            source = {field.name: getattr(source, field.name) for field in dataclasses.fields(source)}
+        if not isinstance(source, Mapping | list | tuple):
+            parent[slot] = _scalar(source)
+        elif depth >= max_nesting:
+            parent[slot] = TOO_DEEP
+        elif isinstance(source, Mapping):
+            out: dict[Any, Any] = {}
+            for key, item in source.items():
+                safe_key = _scalar(key) if isinstance(key, int | str) else str(key)
+                out[safe_key] = None
+                stack.append((item, out, safe_key, depth + 1))
+            parent[slot] = out
+        else:
+            items: list[Any] = [None] * len(source)
+            stack.extend((item, items, index, depth + 1) for index, item in enumerate(source))
+            parent[slot] = items
+            if isinstance(source, tuple):
+                tuples.append((parent, slot))
+    for parent, slot in reversed(tuples):  # children before their parents
+        parent[slot] = tuple(parent[slot])
+    return root[0]
+
+
+def dumps_document(document: dict[str, Any]) -> bytes:
+    """UTF-8 JSON; rank-keyed maps get string keys; numpy arrays serialise natively.
+
+    A document built elsewhere that orjson refuses is made :func:`json_safe` first.
+    """
+    option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    try:
+        return orjson.dumps(document, option=option, default=_default)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(json_safe(document), option=option, default=_default)
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # object arrays (v4 timelines holding None)
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -1,0 +1,143 @@
+"""What a notification says about a job: its first-cause indicators, read from model.json.
+
+:class:`JobFinding` holds raw telemetry strings; every renderer escapes them for its
+channel after :func:`one_line` has removed control characters and bounded the length.
+Times are integer ns since the Unix epoch; ``since_start_ns`` is measured from the
+earliest session start in the document (else its earliest sample or marker).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from stormwatch.outputs.model_json import format_ranks
+from stormwatch.severity import Severity
+
+KIND_LABELS = {"earliest": "Earliest", "most_severe": "Most severe"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """``text`` as one line: control and format characters (CR, LF, bidi overrides...) become spaces,
+    and more than ``limit`` characters are cut with an ellipsis."""
+    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in str(text))
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+def format_time_ns(timestamp_ns: int) -> str:
+    """``2023-11-14 22:13:22.830 UTC`` (millisecond precision)."""
+    moment = _EPOCH + timedelta(microseconds=timestamp_ns // 1000)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def format_offset_ns(offset_ns: int) -> str:
+    """``+2.830 s`` (or ``+1 h 02 min 03.5 s``) after the job start."""
+    sign, offset_ns = ("-", -offset_ns) if offset_ns < 0 else ("+", offset_ns)
+    seconds = offset_ns / 1e9
+    if seconds < 60:
+        return f"{sign}{seconds:.3f} s"
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    head = f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+    return f"{sign}{head} {seconds:04.1f} s"
+
+
+@dataclass(frozen=True)
+class IndicatorFact:
+    """One first-cause indicator of a job (``kind``: ``earliest`` or ``most_severe``)."""
+
+    kind: str
+    rank: int
+    severity: Severity
+    signal: str
+    timestamp_ns: int
+    phase_path: str | None
+    details: str
+    since_start_ns: int | None
+
+    @property
+    def label(self) -> str:
+        return KIND_LABELS.get(self.kind, self.kind)
+
+    @property
+    def when(self) -> str:
+        offset = "" if self.since_start_ns is None else f" ({format_offset_ns(self.since_start_ns)} after start)"
+        return format_time_ns(self.timestamp_ns) + offset
+
+
+@dataclass(frozen=True)
+class JobFinding:
+    """A diagnosed job as notifications see it; ``report_url`` is the report link, if any."""
+
+    job_id: str
+    verdict: str
+    summary: str
+    indicators: tuple[IndicatorFact, ...]
+    missing_ranks: tuple[int, ...]
+    expected_ranks: int
+    started_at_ns: int | None
+    report_url: str | None = None
+
+    @property
+    def missing_text(self) -> str | None:
+        return format_ranks(self.missing_ranks) if self.missing_ranks else None
+
+    def worst(self) -> Severity | None:
+        return max((item.severity for item in self.indicators), key=lambda s: s.level, default=None)
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any], *, report_url: str | None) -> JobFinding:
+        """Read a parsed model.json (``orjson.loads`` of ``Diagnosis.model_json()``).
+
+        Raises ValueError naming the missing or malformed member.
+        """
+        try:
+            model = document["model"]
+            started = _job_start_ns(document)
+            indicators = tuple(_indicator(item, started) for item in model["indicators"])
+            verdict = document["verdict"]
+            return cls(
+                job_id=str(document["job_id"]),
+                verdict=str(verdict["status"]),
+                summary=str(verdict.get("summary", "")),
+                indicators=indicators,
+                missing_ranks=tuple(int(rank) for rank in model.get("missing_ranks", ())),
+                expected_ranks=len(model.get("expected_ranks", ())),
+                started_at_ns=started,
+                report_url=report_url,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a stormwatch model.json document: {type(exc).__name__}: {exc}") from None
+
+
+def _indicator(item: Mapping[str, Any], started_ns: int | None) -> IndicatorFact:
+    timestamp_ns = int(item["timestamp_ns"])
+    phase = item.get("phase_path")
+    return IndicatorFact(
+        kind=str(item["kind"]),
+        rank=int(item["rank"]),
+        severity=Severity(item["severity"]),
+        signal=str(item["signal"]),
+        timestamp_ns=timestamp_ns,
+        phase_path=None if phase is None else str(phase),
+        details=str(item.get("details") or ""),
+        since_start_ns=None if started_ns is None else timestamp_ns - started_ns,
+    )
+
+
+def _job_start_ns(document: Mapping[str, Any]) -> int | None:
+    """Earliest session start, else the earliest timeline sample or marker in the document."""
+    starts = [int(item["started_at_ns"]) for item in document.get("sessions", ()) if item.get("started_at_ns")]
+    if starts:
+        return min(starts)
+    model = document.get("model", {})
+    stamps: list[int] = []
+    for timeline in model.get("per_rank_timelines", {}).values():
+        stamps.extend(int(value) for value in timeline.get("timestamps_ns", ()))
+    for markers in model.get("markers_by_rank", {}).values():
+        stamps.extend(int(marker["start_ns"]) for marker in markers if marker.get("start_ns") is not None)
+    return min(stamps) if stamps else None

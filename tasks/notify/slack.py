@@ -1,0 +1,130 @@
+"""Slack: an incoming-webhook message (Block Kit plus a plain ``text`` fallback), posted with httpx.
+
+Every telemetry string goes through :func:`slack_escape` (``&`` ``<`` ``>`` as
+entities, after control characters are removed), so no job id, signal, phase or
+detail can open a link, a mention (``<!channel>``) or a user reference. Only our
+own report URL becomes a link, and only for http(s). Slack's limits are kept:
+50 blocks per message, 3,000 characters per section, 150 per header.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import orjson
+
+from stormwatch.severity import Severity
+from stormwatch.tasks.notify.delivery import SendError
+from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding, one_line
+
+MAX_JOB_SECTIONS = 45
+MAX_SECTION_CHARS = 3000
+MAX_TEXT_JOBS = 100
+_PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
+
+
+def slack_escape(text: object, limit: int = 300) -> str:
+    """``text`` as inert mrkdwn: one line, at most ``limit`` characters before escaping."""
+    return one_line(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_link(url: str | None) -> str | None:
+    """``<url|open report>`` for an http(s) URL (its ``|``, ``<``, ``>``, spaces percent-encoded),
+    the escaped text of any other URL, or None."""
+    if not url:
+        return None
+    if not url.lower().startswith(("https://", "http://")):
+        return slack_escape(url, 500)
+    target = one_line(url, 2000).replace(" ", "%20").replace("|", "%7C").replace("<", "%3C").replace(">", "%3E")
+    return f"<{target.replace('&', '&amp;')}|open report>"
+
+
+def _indicator_line(item: IndicatorFact, *, with_details: bool) -> str:
+    phase = f" · phase {slack_escape(item.phase_path, 150)}" if item.phase_path else ""
+    line = (
+        f"*{item.label}:* rank {item.rank} · {slack_escape(item.signal, 100)} ({item.severity.value}){phase}"
+        f" · {item.when}"
+    )
+    if with_details and item.details:
+        line += f"\n> {slack_escape(item.details, 300)}"
+    return line
+
+
+def job_section_text(job: JobFinding) -> str:
+    """The mrkdwn of one job: id and verdict, missing ranks, report link, then its indicators."""
+
+    def build(with_details: bool) -> str:
+        lines = [f"*Job:* {slack_escape(job.job_id, 150)} · *verdict:* {slack_escape(job.verdict, 20)}"]
+        if job.missing_text:
+            lines.append(f"*Missing ranks:* {job.missing_text} of {job.expected_ranks}")
+        link = slack_link(job.report_url)
+        if link:
+            lines.append(f"*Report:* {link}")
+        lines.extend(_indicator_line(item, with_details=with_details) for item in job.indicators)
+        return "\n".join(lines)
+
+    text = build(with_details=True)
+    if len(text) > MAX_SECTION_CHARS:
+        text = build(with_details=False)
+    if len(text) > MAX_SECTION_CHARS:
+        text = _PARTIAL_ENTITY.sub("", text[: MAX_SECTION_CHARS - 1]) + "…"
+    return text
+
+
+def _headline(job: JobFinding) -> str:
+    worst = max(job.indicators, key=lambda item: item.severity.level, default=None)
+    cause = "" if worst is None else f": {slack_escape(worst.signal, 100)} on rank {worst.rank}"
+    return f"job {slack_escape(job.job_id, 150)} is {slack_escape(job.verdict, 20)}{cause}"
+
+
+def slack_payload(jobs: Sequence[JobFinding], *, notify_on: Severity) -> dict[str, Any]:
+    """The webhook JSON for one job, or for a digest of several (``len(jobs) > 1``)."""
+    if not jobs:
+        raise ValueError("a Slack message needs at least one job")
+    if len(jobs) == 1:
+        header = f"Stormwatch: {notify_on.value} GPU-memory finding"
+        text = f"Stormwatch: {_headline(jobs[0])}"
+    else:
+        header = f"Stormwatch: {len(jobs)} jobs with {notify_on.value} GPU-memory findings"
+        listed = "; ".join(_headline(job) for job in jobs[:MAX_TEXT_JOBS])
+        more = f"; and {len(jobs) - MAX_TEXT_JOBS} more" if len(jobs) > MAX_TEXT_JOBS else ""
+        text = f"{header}: {listed}{more}"
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": header[:150]}}]
+    for job in jobs[:MAX_JOB_SECTIONS]:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": job_section_text(job)}})
+    if len(jobs) > MAX_JOB_SECTIONS:
+        rest = len(jobs) - MAX_JOB_SECTIONS
+        note = f"… and {rest} more job(s); see reports/notifications.jsonl"
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
+    return {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
+
+
+def post_webhook(client: httpx.Client, url: str, payload: dict[str, Any]) -> None:
+    """POST ``payload``; raises :class:`SendError` (retriable for 408/429/5xx and network errors).
+
+    Error texts here may quote the URL (httpx does); the caller redacts them.
+    """
+    try:
+        response = client.post(url, content=orjson.dumps(payload), headers={"Content-Type": "application/json"})
+    except httpx.TransportError as exc:
+        raise SendError(f"{type(exc).__name__}: {exc}", retriable=True) from None
+    if response.is_success:
+        return
+    status = response.status_code
+    retry_after = _retry_after_s(response.headers.get("Retry-After"))
+    body = one_line(response.text, 200)
+    raise SendError(
+        f"HTTP {status} {response.reason_phrase}: {body}",
+        retriable=status in (408, 429) or status >= 500,
+        retry_after_s=retry_after,
+    )
+
+
+def _retry_after_s(raw: str | None) -> float | None:
+    try:
+        return None if raw is None else max(0.0, float(raw))
+    except ValueError:
+        return None

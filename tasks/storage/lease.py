@@ -1,0 +1,233 @@
+"""Leases: at most one audit at a time writes a storage root's reports and sends its notifications.
+
+A lease is a small JSON object ``reports/.locks/<name>.json`` (owner, token,
+acquired_at, expires_at; times ISO 8601 UTC) managed with the storage's conditional
+operations only:
+
+- acquire: create it exclusively (S3 ``If-None-Match: *``; locally a hard link of a
+  complete temporary file); if it exists and has expired (or is not a lease document),
+  replace it only if it is still the version read (S3 ``If-Match: <ETag>``; locally a
+  compare-and-replace under a folder lock); a live lease is respected;
+- renew: replace it if it is still the version this holder wrote, with a new expiry;
+  any other version means the lease was lost (:class:`LeaseLostError`);
+- release: delete it if it is still that version (never someone else's).
+
+Every write is checked by reading the object back: a write whose answer was lost
+and retried (the retry then fails its precondition) is recognised by its bytes, which
+carry a fresh random token, and a store whose conditional writes are not atomic under
+concurrency (moto's server checks, then writes) cannot leave two holders who both saw
+their own bytes unless one stalls between check and write for a whole round trip of the other.
+Expiry uses each host's clock: keep ``ttl_s`` far above the clock skew between hosts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import orjson
+
+from stormwatch.tasks.storage.job_ids import segment_problem
+from stormwatch.tasks.storage.protocol import LOCKS_FOLDER, Storage
+
+log = logging.getLogger(__name__)
+
+AUDIT_LEASE = "audit"
+DEFAULT_TTL_S = 1800.0
+_CONTENT_TYPE = "application/json"
+_ROUNDS = 3  # create / take-over attempts before acquire gives up on a contended lease
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LeaseLostError(RuntimeError):
+    """The lease object is no longer the version this holder wrote: another owner may act now."""
+
+
+def lease_key(name: str) -> str:
+    """The report key of lease ``name`` (a safe path segment)."""
+    problem = segment_problem(name)
+    if problem is not None:
+        raise ValueError(f"lease name {name!r} {problem}")
+    return f"{LOCKS_FOLDER}/{name}.json"
+
+
+def default_owner(label: str) -> str:
+    """Who holds a lease, for people reading it: ``<label> on <host> pid <pid>``."""
+    return f"{label} on {socket.gethostname()} pid {os.getpid()}"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The lease document; ``token`` is random per acquisition, times are timezone-aware UTC."""
+
+    owner: str
+    token: str
+    acquired_at: datetime
+    expires_at: datetime
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps({"owner": self.owner, "token": self.token,
+                             "acquired_at": self.acquired_at.isoformat(), "expires_at": self.expires_at.isoformat()})
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LeaseRecord | None:
+        """The record, or ``None`` when ``data`` is not a lease document (then it counts as expired)."""
+        try:
+            document = orjson.loads(data)
+            record = cls(str(document["owner"]), str(document["token"]),
+                         datetime.fromisoformat(document["acquired_at"]),
+                         datetime.fromisoformat(document["expires_at"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+        if record.expires_at.tzinfo is None or record.acquired_at.tzinfo is None:
+            return None
+        return record
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+    def describe(self) -> str:
+        return f"{self.owner} until {self.expires_at.astimezone(UTC).isoformat(timespec='seconds')}"
+
+
+class Lease:
+    """A lease held: renew it before its expiry (or keep it alive from a thread), release it at the end."""
+
+    def __init__(self, storage: Storage, key: str, record: LeaseRecord, version: str, *, ttl_s: float,
+                 clock: Clock = utc_now) -> None:
+        self.storage, self.key, self.ttl_s = storage, key, ttl_s
+        self._record, self._version = record, version
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._released = False
+
+    @property
+    def record(self) -> LeaseRecord:
+        return self._record
+
+    def renew(self) -> None:
+        """Push the expiry to now + ``ttl_s``; raises :class:`LeaseLostError` if the lease is not ours
+        any more (storage errors propagate: the lease stays valid until its expiry)."""
+        with self._lock:
+            if self._released:
+                raise LeaseLostError(f"lease {self.key} was released")
+            renewed = replace(self._record, expires_at=self._clock() + timedelta(seconds=self.ttl_s))
+            body = renewed.to_bytes()
+            written = self.storage.replace_report_if(self.key, body, version=self._version, content_type=_CONTENT_TYPE)
+            version = _confirmed(self.storage, self.key, body, written)
+            if version is None:
+                raise LeaseLostError(f"lease {self.key} is no longer held by {self._record.owner}")
+            self._record, self._version = renewed, version
+
+    def release(self) -> bool:
+        """Delete the lease object if it is still ours; never raises (an unreleased lease expires)."""
+        with self._lock:
+            if self._released:
+                return False
+            self._released = True
+            try:
+                deleted = self.storage.delete_report_if(self.key, version=self._version)
+            except Exception as exc:  # the lease then ends at its expiry
+                log.warning("lease %s not released (%s: %s); it expires at %s", self.key, type(exc).__name__,
+                            exc, self._record.expires_at.isoformat())
+                return False
+        if not deleted:
+            log.warning("lease %s was no longer ours at release", self.key)
+        return deleted
+
+    @contextmanager
+    def kept_alive(self, *, every_s: float | None = None) -> Iterator[Lease]:
+        """Renew from a daemon thread every ``every_s`` seconds (default ``ttl_s / 3``) inside the block.
+        A failed renewal is logged and tried again next time; a lost lease stops the thread (the
+        holder's next :meth:`renew` raises)."""
+        interval = every_s if every_s is not None else self.ttl_s / 3
+        stop = threading.Event()
+
+        def keep() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.renew()
+                except LeaseLostError as exc:
+                    log.error("%s", exc)
+                    return
+                except Exception as exc:  # a storage hiccup: the lease is still valid until its expiry
+                    log.warning("lease %s not renewed this time: %s: %s", self.key, type(exc).__name__, exc)
+
+        thread = threading.Thread(target=keep, name=f"lease-{self.key}", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+
+
+def _confirmed(storage: Storage, key: str, body: bytes, version: str | None) -> str | None:
+    """The version of our ``body`` if it is what the object now holds, else ``None``. A ``None``
+    answer may hide our own write (its answer lost, the retry refused): the bytes tell."""
+    current = storage.read_report_versioned(key)
+    if current is None or current[0] != body:
+        return None
+    if version is not None and version != current[1]:
+        log.warning("lease %s: version %s written, %s read back", key, version, current[1])
+    return current[1]
+
+
+def holder(storage: Storage, *, name: str = AUDIT_LEASE) -> LeaseRecord | None:
+    """The current lease record (live or expired), ``None`` when there is none or it is unreadable."""
+    current = storage.read_report_versioned(lease_key(name))
+    return None if current is None else LeaseRecord.from_bytes(current[0])
+
+
+def acquire(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT_TTL_S, owner: str | None = None,
+            clock: Clock = utc_now) -> Lease | None:
+    """The lease ``name`` for ``ttl_s`` seconds, or ``None`` when another owner holds it and it has not expired."""
+    if ttl_s <= 0:
+        raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+    key = lease_key(name)
+    for _ in range(_ROUNDS):
+        now = clock()
+        record = LeaseRecord(owner or default_owner(name), uuid.uuid4().hex, now, now + timedelta(seconds=ttl_s))
+        body = record.to_bytes()
+        version = storage.create_report_exclusive(key, body, content_type=_CONTENT_TYPE)
+        if version is None:
+            current = storage.read_report_versioned(key)
+            if current is None:
+                continue  # released in between: create again
+            if current[0] != body:
+                found = LeaseRecord.from_bytes(current[0])
+                if found is not None and not found.expired(now):
+                    return None
+                log.warning("taking over lease %s: %s", key,
+                            f"expired ({found.describe()})" if found else "not a lease document")
+                version = storage.replace_report_if(key, body, version=current[1], content_type=_CONTENT_TYPE)
+        version = _confirmed(storage, key, body, version)
+        if version is not None:
+            return Lease(storage, key, record, version, ttl_s=ttl_s, clock=clock)
+    return None
+
+
+def acquire_waiting(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT_TTL_S,
+                    owner: str | None = None, wait_s: float = 60.0, poll_s: float = 2.0, clock: Clock = utc_now,
+                    sleep: Callable[[float], None] = time.sleep) -> Lease | None:
+    """:func:`acquire`, polled every ``poll_s`` seconds for up to ``wait_s`` seconds (monotonic), then ``None``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        lease = acquire(storage, name=name, ttl_s=ttl_s, owner=owner, clock=clock)
+        remaining = deadline - time.monotonic()
+        if lease is not None or remaining <= 0:
+            return lease
+        sleep(min(poll_s, remaining))
