@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stormwatch.flows import audit_cmd, diagnose_cmd
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 5
+from stormwatch.outputs.verdict import ExitCode
 
 
 def _print_load(source: str, paths: Sequence[str], *, session_id: str | None) -> int:
@@ -23,7 +22,7 @@ def _print_load(source: str, paths: Sequence[str], *, session_id: str | None) ->
         loaded = load_artifacts(list(paths), session_id=session_id)
     except SessionNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     events = loaded.events
     ranks = sorted(set(events["rank"].tolist())) if len(events) else []
     print(
@@ -34,7 +33,7 @@ def _print_load(source: str, paths: Sequence[str], *, session_id: str | None) ->
         print(f"  warning: {warning}")
     if len(loaded.warnings) > 5:
         print(f"  ... {len(loaded.warnings) - 5} more warnings")
-    return EXIT_OK if len(events) else EXIT_NOTHING
+    return ExitCode.CLEAN if len(events) else ExitCode.NOTHING_LOADABLE
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -46,7 +45,7 @@ def _demo(args: argparse.Namespace) -> int:
     audit_args = build_parser().parse_args(["audit", "--storage", str(root), *(["--force"] if args.force else [])])
     code = audit_cmd.run_audit(audit_args)
     print(f"reports under {root / 'reports'} (fleet.json, fleet.parquet, one model.json per job)")
-    return EXIT_OK if code in (EXIT_OK, 3) else code
+    return ExitCode.CLEAN if code in (ExitCode.CLEAN, ExitCode.FINDINGS) else code
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -74,12 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
-        return EXIT_USAGE if exc.code else EXIT_OK
+        return ExitCode.USAGE if exc.code else ExitCode.CLEAN
     try:
         return int(args.run(args))
     except Exception as exc:  # the front door reports, never tracebacks at users
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return ExitCode.ERROR
 
 
 if __name__ == "__main__":

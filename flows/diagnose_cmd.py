@@ -18,15 +18,12 @@ from typing import Any
 from stormwatch import SessionNotFoundError
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.analysis.model import AnomalyIndicator
-from stormwatch.analysis.rank_filter import RankFilterError
+from stormwatch.analysis.rank_filter import RankFilterError, format_ranks
 from stormwatch.diagnose import DiagnoseOptions, Diagnosis, default_job_id, diagnose
 from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError
-from stormwatch.outputs.model_json import format_ranks
+from stormwatch.outputs.verdict import ExitCode
 from stormwatch.reports.render import render_job
 from stormwatch.severity import FailOn
-
-EXIT_ERROR = 1
-EXIT_USAGE = 2
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -123,15 +120,15 @@ def run(args: argparse.Namespace) -> int:
                                         max_events=args.max_events)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     remote = [source for source in args.sources if source.startswith("s3://")]
     if remote and len(args.sources) > 1:
         print("error: an s3:// SOURCE is a job folder and must be the only SOURCE", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     missing = [source for source in args.sources if not remote and not Path(source).expanduser().exists()]
     if missing:
         print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     job_id = args.job_id or (remote[0].rstrip("/").rsplit("/", 1)[-1] if remote else default_job_id(args.sources))
     try:
         if remote:
@@ -142,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
             diagnosis = diagnose(args.sources, job_id=job_id, source_name=", ".join(args.sources), options=options)
     except JobLimitError as exc:
         print(f"error: job {job_id} not diagnosed: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return ExitCode.ERROR
     except (SessionNotFoundError, RankFilterError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     out = Path(args.out) if args.out else Path("stormwatch-out") / job_id
     written = [out / "model.json", out / "report.html"]
     _write_atomically(written[0], diagnosis.model_json())

@@ -14,14 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from stormwatch.outputs.model_json import format_ranks
+from stormwatch.analysis.rank_filter import format_ranks
+from stormwatch.outputs.fleet import JobStatus
+from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_confidence, format_iso, format_utc_ns
+from stormwatch.severity import Severity
 
-STATUSES = ("diagnosed", "skipped", "failed", "refused")
-VERDICT_ORDER = {"critical": 4, "warning": 3, "info": 2, "clean": 1, "empty": 0}
-SEVERITY_ORDER = {"critical": 3, "warning": 2, "info": 1}
-SUMMARY_KEYS = ("jobs", "diagnosed", "skipped", "failed", "refused", "clean", "info", "warning", "critical")
+STATUSES = tuple(status.value for status in JobStatus)
+VERDICT_ORDER = {status.value: status.rank for status in VerdictStatus}
+SEVERITY_ORDER = {severity.value: severity.level for severity in Severity}
+SUMMARY_KEYS = ("jobs", *STATUSES, *(status.value for status in VerdictStatus if status is not VerdictStatus.EMPTY))
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 

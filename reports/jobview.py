@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stormwatch.outputs.model_json import format_ranks
+from stormwatch.analysis.rank_filter import format_ranks
+from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.reports.charts import Anomaly, RankChart, chart_buckets, rank_chart
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import (
@@ -27,9 +28,10 @@ from stormwatch.reports.formatting import (
 from stormwatch.reports.heatstrip import FirstAnomaly, HeatStrip, heat_strip
 from stormwatch.reports.markers import EventRow, event_rows, rank_marks
 from stormwatch.reports.timelines import load_timelines
+from stormwatch.severity import Severity
 
-VERDICTS = ("clean", "info", "warning", "critical", "empty")
-SEVERITIES = ("info", "warning", "critical")
+VERDICTS = tuple(status.value for status in VerdictStatus)
+SEVERITIES = tuple(severity.value for severity in Severity)
 INDICATOR_HEADINGS = {"earliest": "Earliest anomaly", "most_severe": "Most severe anomaly"}
 MAX_CHARTED_RANKS = 64
 MAX_EVENT_ROWS = 300

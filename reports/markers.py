@@ -14,16 +14,18 @@ from typing import Any
 
 import orjson
 
-from stormwatch.outputs.model_json import format_ranks
+from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.reports.fields import as_int, as_list, is_sequence, rank_key
 from stormwatch.reports.formatting import format_offset
 from stormwatch.reports.timelines import TimeFrame
+from stormwatch.severity import Severity
 
 KNOWN_KINDS = ("oom", "alert", "collector", "lifecycle", "phase")
-KNOWN_SEVERITIES = ("info", "warning", "critical")
+KNOWN_SEVERITIES = tuple(severity.value for severity in Severity)
 METADATA_TEXT_LIMIT = 240
-_PRIORITY = {("oom", "critical"): 6, ("alert", "critical"): 5, ("oom", "warning"): 5, ("alert", "warning"): 4,
-             ("collector", "warning"): 3}
+_PRIORITY = {("oom", Severity.CRITICAL.value): 6, ("alert", Severity.CRITICAL.value): 5,
+             ("oom", Severity.WARNING.value): 5, ("alert", Severity.WARNING.value): 4,
+             ("collector", Severity.WARNING.value): 3}
 
 
 @dataclass(frozen=True)

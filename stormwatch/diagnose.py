@@ -19,10 +19,10 @@ from stormwatch.analysis.rank_filter import parse_rank_filter
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.loader import LoadResult, load_artifacts
 from stormwatch.load.tree import ArtifactTree, Entry
-from stormwatch.outputs.model_json import Verdict, decide_verdict, dumps_document, input_fingerprint, model_document
+from stormwatch.outputs.model_json import dumps_document, input_fingerprint, model_document
+from stormwatch.outputs.verdict import Verdict, decide_verdict
 from stormwatch.severity import FailOn
-
-ENGINE_VERSION = "0.1.0"
+from stormwatch.version import ENGINE_VERSION
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,6 @@ class GapFinding:
     description: str
 
 
-_SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
 def classify_gaps(
     timestamps_ns: np.ndarray,
     gaps_bytes: np.ndarray,
@@ -91,7 +88,7 @@ def classify_gaps(
         )
         if finding is not None
     ]
-    found.sort(key=lambda finding: (_SEVERITY_RANK[finding.severity], -finding.confidence))
+    found.sort(key=lambda finding: (-finding.severity.level, -finding.confidence))  # most severe first
     return tuple(found)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from stormwatch.analysis.phases import PhaseSpan, format_phase_path, replay_rows
+from stormwatch.severity import Severity
 
 
 class MarkerKind(StrEnum):
@@ -22,12 +23,6 @@ class MarkerKind(StrEnum):
     LIFECYCLE = "lifecycle"
     OOM = "oom"
     PHASE = "phase"
-
-
-class Severity(StrEnum):
-    INFO = "info"
-    WARNING = "warning"
-    CRITICAL = "critical"
 
 
 _POINT_KINDS: dict[str, tuple[MarkerKind, Severity, str]] = {

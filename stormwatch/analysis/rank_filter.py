@@ -47,3 +47,19 @@ def parse_rank_filter(expression: str | None, available_ranks: Iterable[int]) ->
         if chunk:
             selected.update(_piece(chunk, available))
     return selected & available
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """``0,2,4-7`` for [0, 2, 4, 5, 6, 7]: the comma list :func:`parse_rank_filter` reads."""
+    out: list[str] = []
+    run: list[int] = []
+    for rank in sorted(ranks):
+        if run and rank == run[-1] + 1:
+            run.append(rank)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [rank]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)

@@ -1,0 +1,2 @@
+"""What a diagnosed job becomes: the ``model.json`` document and the fleet rows (``fleet.json``,
+``fleet.parquet``)."""

@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from stormwatch.outputs.verdict import VerdictStatus
+
 FLEET_SCHEMA_VERSION = 1
 _INDICATOR_FIELDS = ("rank", "signal", "severity", "timestamp_ns", "phase_path", "confidence")
-_VERDICTS = ("clean", "info", "warning", "critical", "empty")
 
 
 class JobStatus(StrEnum):
@@ -33,7 +34,7 @@ class FleetRow:
 
     job_id: str
     status: JobStatus
-    verdict: str | None = None
+    verdict: VerdictStatus | None = None
     exit_code: int | None = None
     summary: str | None = None
     earliest: dict[str, Any] | None = None
@@ -54,14 +55,21 @@ class FleetRow:
             name: data.get(name) for name in cls.__dataclass_fields__ if name not in ("rank_rows", "status")
         }
         known["missing_ranks"] = tuple(known.get("missing_ranks") or ())
+        known["verdict"] = _verdict(known.get("verdict"))
         return cls(status=JobStatus(str(data.get("status"))), **known)
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("rank_rows")
         data["status"] = self.status.value
+        data["verdict"] = None if self.verdict is None else self.verdict.value
         data["missing_ranks"] = list(self.missing_ranks)
         return data
+
+
+def _verdict(value: Any) -> VerdictStatus | None:
+    """A stored verdict status (model.json's or fleet.json's) as the enum; None when absent."""
+    return None if value is None else VerdictStatus(value)
 
 
 def _indicator(indicators: Sequence[Mapping[str, Any]], kind: str) -> dict[str, Any] | None:
@@ -82,8 +90,8 @@ def row_from_document(
     return FleetRow(
         job_id=str(document.get("job_id")),
         status=status,
-        verdict=verdict.get("status"),
-        exit_code=verdict.get("exit_code") if exit_code is None else exit_code,
+        verdict=_verdict(verdict.get("status")),
+        exit_code=verdict.get("exit_code") if exit_code is None else int(exit_code),
         summary=verdict.get("summary"),
         earliest=_indicator(model.get("indicators", ()), "earliest"),
         most_severe=_indicator(model.get("indicators", ()), "most_severe"),
@@ -107,8 +115,8 @@ def fleet_document(rows: Iterable[FleetRow], *, generated_at: datetime, storage:
     summary = {"jobs": len(ordered)}
     for status in JobStatus:
         summary[status.value] = sum(row.status is status for row in ordered)
-    for verdict in _VERDICTS:
-        summary[verdict] = sum(row.verdict == verdict for row in ordered)
+    for verdict in VerdictStatus:
+        summary[verdict.value] = sum(row.verdict is verdict for row in ordered)
     return {
         "schema_version": FLEET_SCHEMA_VERSION,
         "generated_at": generated_at.isoformat(),
@@ -140,7 +148,8 @@ def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -
 def rank_table(rows: Iterable[FleetRow]) -> pd.DataFrame:
     """One row per (job, rank): the model's rank rows with the job id and verdict; typed columns."""
     records = [
-        {"job_id": row.job_id, "verdict": row.verdict, **{name: rank.get(name) for name in RANK_COLUMNS[2:]}}
+        {"job_id": row.job_id, "verdict": None if row.verdict is None else row.verdict.value,
+         **{name: rank.get(name) for name in RANK_COLUMNS[2:]}}
         for row in sorted(rows, key=lambda item: item.job_id)
         for rank in row.rank_rows
     ]

@@ -1,10 +1,10 @@
 """``model.json``: a diagnosed job as one JSON document (contract in DESIGN.md).
 
 The ``model`` member is ``dataclasses.asdict`` of :class:`DiagnosticsModel` with
-the reference's field names (rank keys as strings, as JSON requires). The
-verdict is the worst first-cause severity (missing ranks count as a warning);
-its ``exit_code`` applies the caller's ``--fail-on``. Written with orjson:
-numpy timelines serialise without a Python int per sample.
+the reference's field names (rank keys as strings, as JSON requires); the
+``verdict`` member is a :class:`~stormwatch.outputs.verdict.Verdict` (decided in
+:mod:`stormwatch.outputs.verdict`). Written with orjson: numpy timelines
+serialise without a Python int per sample.
 
 Telemetry reaches the document unchecked in places (marker metadata, a manifest's
 session fields), so the document is made JSON-safe (:func:`json_safe`) before it
@@ -16,9 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -26,33 +24,13 @@ import orjson
 from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.load.loader import LoadResult
 from stormwatch.load.tree import Entry
-from stormwatch.severity import FailOn, Severity
+from stormwatch.outputs.verdict import Verdict
 
 MODEL_SCHEMA_VERSION = 1
 #: Telemetry containers nested deeper than this are replaced by :data:`TOO_DEEP` in the document.
 MAX_NESTING = 64
 TOO_DEEP = "<nested too deeply>"
 _INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson writes: int64 and uint64
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOTHING_LOADABLE = 0, 3, 5
-
-
-class VerdictStatus(StrEnum):
-    CLEAN = "clean"
-    INFO = "info"
-    WARNING = "warning"
-    CRITICAL = "critical"
-    EMPTY = "empty"  # nothing loadable
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: VerdictStatus
-    exit_code: int
-    summary: str
-
-    @property
-    def severity(self) -> Severity | None:
-        return None if self.status in (VerdictStatus.CLEAN, VerdictStatus.EMPTY) else Severity(self.status.value)
 
 
 def input_fingerprint(entries: Iterable[Entry]) -> str:
@@ -62,51 +40,6 @@ def input_fingerprint(entries: Iterable[Entry]) -> str:
         digest.update(orjson.dumps([entry.key, entry.size_bytes, entry.version]))
         digest.update(b"\n")
     return f"sha256:{digest.hexdigest()}"
-
-
-def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = FailOn.NEVER) -> Verdict:
-    """Worst first-cause severity, raised to warning when ranks are missing."""
-    if events == 0:
-        return Verdict(VerdictStatus.EMPTY, EXIT_NOTHING_LOADABLE, "No telemetry events could be loaded.")
-    worst = max((Severity(item.severity) for item in model.indicators), key=lambda s: s.level, default=None)
-    if model.missing_ranks and (worst is None or worst.level < Severity.WARNING.level):
-        worst = Severity.WARNING
-    status = VerdictStatus.CLEAN if worst is None else VerdictStatus(worst.value)
-    parts = []
-    if model.indicators:
-        first = model.indicators[-1]
-        parts.append(f"most severe: {first.signal} on rank {first.rank} ({first.severity})")
-    if model.missing_ranks:
-        parts.append(f"missing ranks {format_ranks(model.missing_ranks)}")
-    present = len(model.present_ranks)
-    summary = f"{status.value}: {present}/{len(model.expected_ranks)} ranks present" + (
-        "; " + "; ".join(parts) if parts else "; no anomalies"
-    )
-    return Verdict(status, EXIT_FINDINGS if fail_on.reached_by(worst) else EXIT_CLEAN, summary)
-
-
-def exit_code_for(status: str, fail_on: FailOn) -> int:
-    """The exit code a stored verdict status gives under ``fail_on`` (a skipped job's, say)."""
-    if status == VerdictStatus.EMPTY:
-        return EXIT_NOTHING_LOADABLE
-    severity = None if status == VerdictStatus.CLEAN else Severity(status)
-    return EXIT_FINDINGS if fail_on.reached_by(severity) else EXIT_CLEAN
-
-
-def format_ranks(ranks: Iterable[int]) -> str:
-    """``0,2,4-7`` for [0, 2, 4, 5, 6, 7]."""
-    out: list[str] = []
-    run: list[int] = []
-    for rank in sorted(ranks):
-        if run and rank == run[-1] + 1:
-            run.append(rank)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [rank]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
 
 
 def model_document(
@@ -138,7 +71,7 @@ def model_document(
         "sessions": [_session(summary) for summary in loaded.sessions],
         "sources_loaded": list(loaded.sources_loaded),
         "warnings": list(loaded.warnings),
-        "verdict": {"status": verdict.status.value, "exit_code": verdict.exit_code, "summary": verdict.summary},
+        "verdict": {"status": verdict.status.value, "exit_code": int(verdict.exit_code), "summary": verdict.summary},
         "model": model,
     })
 

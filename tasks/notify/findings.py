@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stormwatch.outputs.model_json import format_ranks
+from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.severity import Severity
 
 KIND_LABELS = {"earliest": "Earliest", "most_severe": "Most severe"}
