@@ -1,8 +1,8 @@
 """Publishing the fleet summary: fleet.json, fleet.parquet (a row per rank) and index.html.
 
 Each file is written whole (S3 PUT, or temp file + rename locally), so a
-reader sees either the previous version or the new one. Retried with back-off:
-writes are the IO here.
+reader sees either the previous version or the new one. Retried with back-off
+(:data:`~stormwatch.tasks.retry.FLEET_IO_RETRY`): writes are the IO here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from prefect import task
 from stormwatch.outputs.fleet import FleetRow, fleet_document, merge_rank_tables, rank_table
 from stormwatch.reports.render import render_index
 from stormwatch.tasks.diagnose import HTML
+from stormwatch.tasks.retry import FLEET_IO_RETRY
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
     FLEET_JSON_KEY,
@@ -62,12 +63,12 @@ def update_fleet(storage: Storage, row: FleetRow, *, generated_at: datetime, sto
     return document
 
 
-@task(name="update-fleet", retries=3, retry_delay_seconds=[1, 5, 20])
+@task(name="update-fleet", **FLEET_IO_RETRY.task_options())
 def update_fleet_task(settings: StorageSettings, row: FleetRow, generated_at: datetime) -> dict[str, object]:
     return update_fleet(storage_for(settings), row, generated_at=generated_at, storage_uri=settings.uri)
 
 
-@task(name="publish-fleet", retries=3, retry_delay_seconds=[1, 5, 20])
+@task(name="publish-fleet", **FLEET_IO_RETRY.task_options())
 def publish_fleet_task(
     settings: StorageSettings, rows: Sequence[FleetRow], generated_at: datetime
 ) -> dict[str, object]:

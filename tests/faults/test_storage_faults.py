@@ -17,7 +17,9 @@ import pytest
 from botocore.exceptions import BotoCoreError
 
 import stormwatch.tasks.diagnose
+import stormwatch.tasks.retry
 from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.tasks.diagnose import AuditOptions, audit_one
 from tests.faults.conftest import FLEET_JOBS, Proxied, upload_fleet
 from tests.faults.proxy import Fault, Op
@@ -110,12 +112,13 @@ def test_a_body_cut_short_every_time_is_an_error_never_partial_bytes(proxied: Pr
     proxied.proxy.inject(Fault.TRUNCATE, ops={Op.GET}, key="*/model.json", times=None)
     with pytest.raises(Exception) as raised:
         proxied.storage.read_report("critical-job/model.json")
-    assert stormwatch.tasks.diagnose.is_transient(raised.value)  # so the job's task is retried, then fails loudly
+    assert stormwatch.tasks.retry.is_transient(raised.value)  # so the job's task is retried, then fails loudly
     assert len(proxied.proxy.requests(Op.GET)) == proxied.settings.max_attempts
 
 
 def run(proxied: Proxied, **options: Any) -> dict[str, Any]:
-    return nightly_audit(storage=proxied.settings.uri, endpoint_url=proxied.settings.endpoint_url, **options)
+    return nightly_audit(AuditParameters(storage=proxied.settings.uri, endpoint_url=proxied.settings.endpoint_url,
+                                         **options))
 
 
 def fleet_jobs(backend: Backend) -> dict[str, dict[str, Any]]:

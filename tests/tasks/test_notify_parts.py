@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.delivery import SendError, backoff_delay_s, deliver
+from stormwatch.tasks.notify.delivery import SendError, deliver
 from stormwatch.tasks.notify.email import build_message
 from stormwatch.tasks.notify.findings import JobFinding, format_offset_ns, format_time_ns, one_line
 from stormwatch.tasks.notify.ledger import (
@@ -24,6 +24,7 @@ from stormwatch.tasks.notify.ledger import (
 )
 from stormwatch.tasks.notify.secrets import Redactor
 from stormwatch.tasks.notify.slack import MAX_SECTION_CHARS, job_section_text, slack_escape, slack_link, slack_payload
+from stormwatch.tasks.retry import RetryPolicy
 from tests.tasks.notify_servers import HOSTILE, document
 
 NOW = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
@@ -208,8 +209,7 @@ def test_deliver_retries_transient_failures_with_exponential_back_off(
     delivery = deliver(
         flaky(list(failures)),
         what="test message",
-        max_attempts=3,
-        backoff_s=0.1,
+        policy=RetryPolicy.exponential(3, first_delay_s=0.1),
         redact=Redactor(["https://hooks.example/T/secret-path"]),
         sleep=slept.append,
     )
@@ -218,7 +218,8 @@ def test_deliver_retries_transient_failures_with_exponential_back_off(
 
 
 def test_back_off_doubles() -> None:
-    assert [backoff_delay_s(n, backoff_s=1.0) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
+    policy = RetryPolicy.exponential(5, first_delay_s=1.0)
+    assert [policy.delay_s(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
 
 
 def test_redactor_covers_encoded_forms_and_url_parts() -> None:
