@@ -1,1 +1,2 @@
-"""Front doors: the command line and (later) the Prefect flows."""
+"""Front doors: the ``stormwatch`` command line and the Prefect flows (nightly-audit, post-job)
+with their deployments."""

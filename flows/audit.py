@@ -23,14 +23,19 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact
 from prefect.futures import PrefectFuture, as_completed
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
-from stormwatch.outputs.model_json import EXIT_FINDINGS
+from stormwatch.outputs.verdict import ExitCode, VerdictStatus
 from stormwatch.tasks.diagnose import AuditOptions, JobOutcome, diagnose_job
 from stormwatch.tasks.notify.dispatch import NotifySettings
 from stormwatch.tasks.notify.step import notify_task
 from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.retry import FLEET_IO_RETRY
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, JobListing, StorageSettings
@@ -38,27 +43,46 @@ from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, JobListing, Storag
 PROGRESS_MIN_JOBS = 4
 
 
-@task(name="list-jobs", retries=3, retry_delay_seconds=[1, 5, 20])
+@task(name="list-jobs", **FLEET_IO_RETRY.task_options())
 def list_jobs(settings: StorageSettings) -> JobListing:
     return storage_for(settings).list_jobs()
 
 
-class Progress:
-    """A one-line progress bar on stderr, only when it is a terminal and enough jobs run."""
+class JobProgress:
+    """A rich progress bar on stderr for the jobs of an audit, as a context manager.
+
+    Shown only when asked, when stderr is a terminal and when at least :data:`PROGRESS_MIN_JOBS`
+    jobs run; otherwise nothing is written. ``step`` counts one finished job (``done`` never
+    exceeds ``total``) and shows its id (first 40 characters, as plain text: a job id is never
+    read as rich markup). Leaving the block stops the bar, keeping its last line.
+    """
 
     def __init__(self, total: int, *, enabled: bool) -> None:
         self.total, self.done = total, 0
         self.enabled = enabled and total >= PROGRESS_MIN_JOBS and sys.stderr.isatty()
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> JobProgress:
+        if self.enabled:
+            label = TextColumn("{task.description}", markup=False,
+                               table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))  # the rest of a line
+            self._bar = Progress(BarColumn(bar_width=30), TextColumn("{task.completed:.0f}/{task.total:.0f} jobs"),
+                                 TimeElapsedColumn(), label, expand=True,
+                                 console=Console(file=sys.stderr, force_terminal=True))
+            self._task = self._bar.add_task("", total=self.total)
+            self._bar.start()
+        return self
 
     def step(self, label: str) -> None:
-        self.done += 1
-        if self.enabled:
-            filled = int(30 * self.done / self.total)
-            bar = "#" * filled + "-" * (30 - filled)
-            sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} jobs  {label[:40]:<40}")
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+        self.done = min(self.done + 1, self.total)
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=self.done, description=label[:40], refresh=True)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _outcome(future: PrefectFuture[JobOutcome], job_id: str) -> JobOutcome:
@@ -78,35 +102,29 @@ def run_jobs(
 ) -> list[JobOutcome]:
     """Submit one task per job and collect an outcome per job, failed ones included."""
     futures = {diagnose_job.submit(settings, job_id, options): job_id for job_id in job_ids}
-    bar = Progress(len(futures), enabled=progress)
     outcomes: list[JobOutcome] = []
-    for future in as_completed(list(futures)):
-        job_id = futures[future]
-        outcomes.append(_outcome(future, job_id))
-        bar.step(job_id)
+    with JobProgress(len(futures), enabled=progress) as bar:
+        for future in as_completed(list(futures)):
+            job_id = futures[future]
+            outcomes.append(_outcome(future, job_id))
+            bar.step(job_id)
     return outcomes
 
 
-def audit_options(
-    *, fail_on: str, preset: str, force: bool, max_job_bytes: int | None, max_artifact_bytes: int | None,
-    max_events: int | None, report_base_url: str | None,
-) -> AuditOptions:
-    """The per-job options from flow parameters (ValueError names a bad one)."""
-    diagnose = DiagnoseOptions.parse(fail_on=fail_on, preset=preset, max_artifact_bytes=max_artifact_bytes,
-                                     max_events=max_events)
-    return AuditOptions(diagnose, force=force, max_bytes=max_job_bytes, report_base_url=report_base_url)
+def audit_options(params: AuditParameters) -> AuditOptions:
+    """The per-job options from the flow parameters (ValueError names a bad one)."""
+    diagnose = DiagnoseOptions.parse(fail_on=params.fail_on.value, preset=params.preset.value,
+                                     max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events)
+    return AuditOptions(diagnose, force=params.force, max_bytes=params.max_job_bytes,
+                        report_base_url=params.report_base_url)
 
 
-def notify_settings(
-    *, notify_on: str, digest: bool, email_to: str | None, email_from: str | None,
-    slack_webhook_block: str | None, smtp_url_block: str | None,
-) -> NotifySettings:
-    """Channels from the environment (STORMWATCH_SLACK_WEBHOOK, STORMWATCH_SMTP_URL, ...) or Prefect
-    Secret blocks named here: flow parameters never carry a secret (Prefect stores parameters)."""
-    blocks = {name: value for name, value in (("slack_webhook", slack_webhook_block),
-                                              ("smtp_url", smtp_url_block)) if value}
-    flags = {"notify_on": notify_on, "digest": digest, "email_to": email_to, "email_from": email_from}
-    return NotifySettings.from_sources(flags=flags, environ=os.environ, blocks=blocks)
+def notify_settings(params: AuditParameters, *, digest: bool) -> NotifySettings:
+    """Channels from this run's environment (STORMWATCH_SLACK_WEBHOOK, STORMWATCH_SMTP_URL, ...) or the
+    Prefect Secret blocks the parameters name, resolved once here: flow parameters never carry a secret
+    (Prefect stores parameters). Parameter values win over the environment."""
+    return NotifySettings.from_sources(flags=params.notify_flags(digest=digest), environ=os.environ,
+                                       blocks=params.secret_blocks())
 
 
 def notify_outcomes(
@@ -144,49 +162,32 @@ def link_reports(settings: StorageSettings, rows: Sequence[FleetRow], options: A
 
 def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]:
     """What the flow returns: fleet counts, the worst exit code, jobs needing attention."""
-    exit_code = max((row.exit_code or 0 for row in rows if row.exit_code in (0, EXIT_FINDINGS)), default=0)
+    counted = (ExitCode.CLEAN, ExitCode.FINDINGS)
+    exit_code = int(max((row.exit_code or ExitCode.CLEAN for row in rows if row.exit_code in counted),
+                        default=ExitCode.CLEAN))
     return {
         "summary": fleet["summary"],
         "exit_code": exit_code,
         "failed": sorted(row.job_id for row in rows if row.status is JobStatus.FAILED),
         "refused": sorted(row.job_id for row in rows if row.status is JobStatus.REFUSED),
-        "critical": sorted(row.job_id for row in rows if row.verdict == "critical"),
+        "critical": sorted(row.job_id for row in rows if row.verdict is VerdictStatus.CRITICAL),
     }
 
 
 @flow(name="nightly-audit", log_prints=False)
-def nightly_audit(
-    storage: str,
-    endpoint_url: str | None = None,
-    force: bool = False,
-    fail_on: str = "never",
-    preset: str = "medium",
-    max_job_bytes: int | None = None,
-    max_artifact_bytes: int | None = None,
-    max_events: int | None = None,
-    progress: bool = False,
-    report_base_url: str | None = None,
-    notify_on: str = "critical",
-    digest: bool = False,
-    email_to: str | None = None,
-    email_from: str | None = None,
-    slack_webhook_block: str | None = None,
-    smtp_url_block: str | None = None,
-) -> dict[str, Any]:
-    """Audit every job under ``storage`` (a folder or ``s3://bucket/prefix``)."""
+def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, Any]:
+    """Audit every job under ``params.storage`` (a folder or ``s3://bucket/prefix``); ``progress``: a
+    progress bar on a terminal (the command line asks for it)."""
     logger = get_run_logger()
-    settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
-    options = audit_options(fail_on=fail_on, preset=preset, force=force, max_job_bytes=max_job_bytes,
-                            max_artifact_bytes=max_artifact_bytes, max_events=max_events,
-                            report_base_url=report_base_url)
-    notify = notify_settings(notify_on=notify_on, digest=digest, email_to=email_to, email_from=email_from,
-                             slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
+    settings = params.storage_settings()
+    options = audit_options(params)
+    notify = notify_settings(params, digest=params.digest)
     lease = acquire(storage_for(settings), name=AUDIT_LEASE, owner=default_owner("nightly-audit"))
     if lease is None:  # another audit is at work on this storage: do nothing, never wait
         busy = holder(storage_for(settings), name=AUDIT_LEASE)
         message = f"another audit holds the lease {busy.describe() if busy else '(released just now)'}"
         logger.warning("not auditing: %s", message)
-        result = summarise([], fleet_document([], generated_at=datetime.now(UTC), storage=storage))
+        result = summarise([], fleet_document([], generated_at=datetime.now(UTC), storage=params.storage))
         return {**result, "lease": message}
     try:
         with lease.kept_alive():

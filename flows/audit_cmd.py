@@ -11,9 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stormwatch.flows import prefect_env
+from stormwatch.outputs.verdict import ExitCode, VerdictStatus
+from stormwatch.severity import FailOn, Severity
+
+if TYPE_CHECKING:
+    from stormwatch.flows.parameters import AuditParameters
 
 DEFAULT_CRON = "0 2 * * *"
 
@@ -23,7 +28,7 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
                         help="storage root: a folder or s3://bucket/prefix (default: $STORMWATCH_STORAGE)")
     parser.add_argument("--endpoint-url", default=None, metavar="URL",
                         help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
-    parser.add_argument("--fail-on", default="never", choices=["never", "warning", "critical"])
+    parser.add_argument("--fail-on", default=FailOn.NEVER.value, choices=[item.value for item in FailOn])
     parser.add_argument("--preset", default="medium", choices=["low", "medium", "high"])
     parser.add_argument("--max-job-bytes", type=int, default=None, metavar="N",
                         help="refuse (fail) a job whose inputs add up to more than N bytes")
@@ -35,7 +40,7 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-base-url", default=None, metavar="URL",
                         help="http(s) address where reports/ is served, for links in notifications")
     notify = parser.add_argument_group("notifications (secrets also from the environment or Prefect Secret blocks)")
-    notify.add_argument("--notify-on", default=None, choices=["warning", "critical"],
+    notify.add_argument("--notify-on", default=None, choices=[Severity.WARNING.value, Severity.CRITICAL.value],
                         help="least first-cause severity that notifies (default critical; $STORMWATCH_NOTIFY_ON)")
     notify.add_argument("--slack-webhook", default=None, metavar="URL", help="($STORMWATCH_SLACK_WEBHOOK)")
     notify.add_argument("--smtp-url", default=None, metavar="URL",
@@ -83,8 +88,8 @@ def print_audit(result: dict[str, Any]) -> None:
     summary = result["summary"]
     print(f"audited {summary['jobs']} jobs: {summary['diagnosed']} diagnosed, {summary['skipped']} unchanged, "
           f"{summary['failed']} failed, {summary['refused']} refused")
-    print(f"verdicts: {summary['critical']} critical, {summary['warning']} warning, {summary['info']} info, "
-          f"{summary['clean']} clean, {summary['empty']} empty")
+    worst_first = sorted(VerdictStatus, key=lambda status: status.rank, reverse=True)
+    print("verdicts: " + ", ".join(f"{summary[status.value]} {status.value}" for status in worst_first))
     for name in ("critical", "failed", "refused"):
         if result[name]:
             print(f"  {name}: {', '.join(result[name][:20])}" + (" ..." if len(result[name]) > 20 else ""))
@@ -109,66 +114,65 @@ def hand_secrets_to_environment(args: argparse.Namespace) -> None:
             os.environ[variable] = value
 
 
-def limit_parameters(args: argparse.Namespace) -> dict[str, Any]:
-    """The per-job caps as flow parameters (validated, so a bad value is a usage error here)."""
-    from stormwatch.load.limits import LoadLimits
+def audit_parameters(args: argparse.Namespace, *, storage: str) -> AuditParameters:
+    """The flow parameters, built once from the flags (validated: ValueError names a bad value).
+    Secret flags are not among them (:func:`hand_secrets_to_environment`)."""
+    from stormwatch.flows.parameters import AuditParameters
 
-    caps = {"max_artifact_bytes": args.max_artifact_bytes, "max_events": args.max_events}
-    LoadLimits(**{name: value for name, value in caps.items() if value is not None})
-    return caps
-
-
-def notify_parameters(args: argparse.Namespace) -> dict[str, Any]:
-    return {
+    return AuditParameters.parse({
+        "storage": storage,
+        "endpoint_url": args.endpoint_url,
+        "force": getattr(args, "force", False),  # `serve` has no --force
+        "fail_on": args.fail_on,
+        "preset": args.preset,
+        "max_job_bytes": args.max_job_bytes,
+        "max_artifact_bytes": args.max_artifact_bytes,
+        "max_events": args.max_events,
         "report_base_url": args.report_base_url,
-        "notify_on": args.notify_on or os.environ.get("STORMWATCH_NOTIFY_ON") or "critical",
+        "notify_on": args.notify_on or os.environ.get("STORMWATCH_NOTIFY_ON") or Severity.CRITICAL.value,
+        "digest": args.digest,
         "email_to": args.email_to,
         "email_from": args.email_from,
         "slack_webhook_block": args.slack_webhook_block,
         "smtp_url_block": args.smtp_url_block,
-    }
+    })
 
 
-def prepare(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
-    """Storage root and limit parameters, Prefect settings and secrets in place; None (after
-    saying why) when the command line cannot run."""
+def prepare(args: argparse.Namespace) -> AuditParameters | None:
+    """The flow parameters, with Prefect settings and secrets in place; None (after saying why)
+    when the command line cannot run."""
     storage = resolve_storage(args)
     if not storage:
         print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
         return None
     try:
-        limits = limit_parameters(args)
+        params = audit_parameters(args, storage=storage)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
     prefect_env.configure(verbose=args.verbose)
     hand_secrets_to_environment(args)
-    return storage, limits
+    return params
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    prepared = prepare(args)
-    if prepared is None:
-        return 2
-    storage, limits = prepared
+    params = prepare(args)
+    if params is None:
+        return ExitCode.USAGE
     from stormwatch.flows.audit import nightly_audit
 
     flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
-    result = flow(storage=storage, endpoint_url=args.endpoint_url, force=args.force, fail_on=args.fail_on,
-                  preset=args.preset, max_job_bytes=args.max_job_bytes, progress=True, digest=args.digest,
-                  **limits, **notify_parameters(args))
+    result = flow(params, progress=True)
     print_audit(result)
     return int(result["exit_code"])
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    prepared = prepare(args)
-    if prepared is None:
-        return 2
-    storage, limits = prepared
+    params = prepare(args)
+    if params is None:
+        return ExitCode.USAGE
     from stormwatch.flows.deployments import serve_deployments
 
-    # The caps travel with the other non-secret flow parameters of both deployments.
-    serve_deployments(storage=storage, endpoint_url=args.endpoint_url, cron=args.cron, timezone=args.timezone,
-                      fail_on=args.fail_on, preset=args.preset, **limits, **notify_parameters(args))
-    return 0
+    # Both deployments get the same non-secret parameters (caps and notification settings included).
+    serve_deployments(params, cron=args.cron, timezone=args.timezone)
+    return ExitCode.CLEAN

@@ -2,9 +2,11 @@
 
 ``stormwatch serve`` serves both from this process (needs a Prefect API server:
 ``prefect server start`` locally, or Prefect Cloud); ``infra/prefect.yaml``
-declares the same two for a work pool. Parameters carry no secrets: storage
-credentials come from the standard AWS chain, notification secrets from the
-environment or Prefect Secret blocks named in the parameters.
+declares the same two for a work pool. Both take the same
+:class:`~stormwatch.flows.parameters.AuditParameters` (parameter ``params``; post-job
+also ``job_id`` at run time). Parameters carry no secrets: storage credentials come
+from the standard AWS chain, notification secrets from the environment or Prefect
+Secret blocks named in the parameters.
 """
 
 from __future__ import annotations
@@ -15,18 +17,16 @@ from prefect import serve
 from prefect.schedules import Cron
 
 from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
 
 NIGHTLY_NAME = "nightly"
 POST_JOB_NAME = "on-demand"
 
 
-def build_deployments(
-    *, storage: str, endpoint_url: str | None, cron: str, timezone: str, fail_on: str, preset: str,
-    **notify: Any,
-) -> list[Any]:
-    """``notify``: non-secret notification parameters (notify_on, email_to, block names, report_base_url)."""
-    common = {"storage": storage, "endpoint_url": endpoint_url, "fail_on": fail_on, "preset": preset, **notify}
+def build_deployments(params: AuditParameters, *, cron: str, timezone: str) -> list[Any]:
+    """The nightly deployment (on ``cron``, in ``timezone``) and the on-demand one, both with ``params``."""
+    common = {"params": params.as_deployment()}
     nightly = nightly_audit.to_deployment(
         name=NIGHTLY_NAME,
         schedule=Cron(cron, timezone=timezone),
@@ -43,9 +43,6 @@ def build_deployments(
     return [nightly, on_demand]
 
 
-def serve_deployments(
-    *, storage: str, endpoint_url: str | None, cron: str, timezone: str, fail_on: str, preset: str, **notify: Any
-) -> None:
+def serve_deployments(params: AuditParameters, *, cron: str, timezone: str) -> None:
     """Blocks, serving both deployments until interrupted."""
-    serve(*build_deployments(storage=storage, endpoint_url=endpoint_url, cron=cron, timezone=timezone,
-                             fail_on=fail_on, preset=preset, **notify))
+    serve(*build_deployments(params, cron=cron, timezone=timezone))

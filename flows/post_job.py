@@ -14,50 +14,33 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings, run_jobs
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.outputs.fleet import JobStatus, failed_row
+from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.publish import update_fleet_task
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
+from stormwatch.tasks.storage.protocol import check_job_id
 
 
 @flow(name="post-job", log_prints=False)
-def post_job(
-    job_id: str,
-    storage: str,
-    endpoint_url: str | None = None,
-    force: bool = False,
-    fail_on: str = "never",
-    preset: str = "medium",
-    max_job_bytes: int | None = None,
-    max_artifact_bytes: int | None = None,
-    max_events: int | None = None,
-    report_base_url: str | None = None,
-    notify_on: str = "critical",
-    email_to: str | None = None,
-    email_from: str | None = None,
-    slack_webhook_block: str | None = None,
-    smtp_url_block: str | None = None,
-    lease_wait_s: float = 60.0,
-) -> dict[str, Any]:
-    """Diagnose ``jobs/<job_id>/`` under ``storage``; returns the job's fleet row and exit code.
+def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -> dict[str, Any]:
+    """Diagnose ``jobs/<job_id>/`` under ``params.storage``; returns the job's fleet row and exit code.
 
     Runs under the storage's audit lease, waiting up to ``lease_wait_s`` seconds for it; when
-    another audit still holds it then, nothing is read or written and the exit code is 1."""
+    another audit still holds it then, nothing is read or written and the exit code is 1.
+    ``params.digest`` does not apply (one job, one message per channel)."""
     logger = get_run_logger()
     try:
         check_job_id(job_id)
     except InvalidJobIdError as exc:
         logger.warning("refused job id: %s", exc)
         row = failed_row(job_id, status=JobStatus.REFUSED, error=str(exc))
-        return {"job": row.as_json(), "exit_code": 2}
-    settings = StorageSettings(uri=storage, endpoint_url=endpoint_url)
-    options = audit_options(fail_on=fail_on, preset=preset, force=force, max_job_bytes=max_job_bytes,
-                            max_artifact_bytes=max_artifact_bytes, max_events=max_events,
-                            report_base_url=report_base_url)
-    notify = notify_settings(notify_on=notify_on, digest=False, email_to=email_to, email_from=email_from,
-                             slack_webhook_block=slack_webhook_block, smtp_url_block=smtp_url_block)
+        return {"job": row.as_json(), "exit_code": int(ExitCode.USAGE)}
+    settings = params.storage_settings()
+    options = audit_options(params)
+    notify = notify_settings(params, digest=False)
     lease = acquire_waiting(storage_for(settings), name=AUDIT_LEASE, owner=default_owner(f"post-job {job_id}"),
                             wait_s=lease_wait_s)
     if lease is None:
@@ -66,7 +49,7 @@ def post_job(
                    f"{busy.describe() if busy else '(released just now)'}; the next audit diagnoses it")
         logger.warning("%s: %s", job_id, message)
         row = failed_row(job_id, status=JobStatus.FAILED, error=message)
-        return {"job": row.as_json(), "exit_code": 1, "lease": message}
+        return {"job": row.as_json(), "exit_code": int(ExitCode.ERROR), "lease": message}
     try:
         with lease.kept_alive():
             (outcome,) = run_jobs(settings, [job_id], options)
@@ -77,6 +60,6 @@ def post_job(
             notifications = notify_outcomes(settings, [outcome], notify)
     finally:
         lease.release()
-    exit_code = 1 if row.status is JobStatus.FAILED else (row.exit_code or 0)
+    exit_code = int(ExitCode.ERROR if row.status is JobStatus.FAILED else (row.exit_code or ExitCode.CLEAN))
     logger.info("%s: %s", job_id, row.summary or row.error)
     return {"job": row.as_json(), "exit_code": exit_code, "notifications": notifications}

@@ -2,8 +2,9 @@
 
 One Prefect task per job (Prefect's own cost is ~11-100 ms a task). The task
 is retried with back-off only when a storage or network step failed
-(:func:`is_transient`); an engine error or a refused job fails at once, and the
-flow records the job as failed without stopping the others.
+(:data:`~stormwatch.tasks.retry.DIAGNOSE_JOB_RETRY`, :func:`~stormwatch.tasks.retry.is_transient`);
+an engine error or a refused job fails at once, and the flow records the job as failed without
+stopping the others.
 """
 
 from __future__ import annotations
@@ -12,19 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from botocore.exceptions import BotoCoreError, ClientError
 from prefect import task
 
 from stormwatch.diagnose import DiagnoseOptions, diagnose
 from stormwatch.outputs.fleet import FleetRow, JobStatus, row_from_document
-from stormwatch.outputs.model_json import exit_code_for, input_fingerprint
+from stormwatch.outputs.model_json import input_fingerprint
+from stormwatch.outputs.verdict import VerdictStatus, exit_code_for
 from stormwatch.reports.render import render_job
 from stormwatch.tasks.notify.dispatch import JobFinding
+from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, is_transient
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
-    InputChangedError,
     Storage,
-    StorageError,
     StorageSettings,
     model_json_key,
     report_html_key,
@@ -96,7 +96,7 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
     report = report_html_key(job_id)
     link = options.report_link(storage, report)
     if previous is not None and _unchanged(previous, fingerprint, options.diagnose):
-        status = str(previous.get("verdict", {}).get("status", "empty"))
+        status = str(previous.get("verdict", {}).get("status", VerdictStatus.EMPTY.value))
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
@@ -110,32 +110,10 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
     return JobOutcome(row, _finding(diagnosis.document, link))
 
 
-def is_transient(error: BaseException | None) -> bool:
-    """Worth retrying: a network or storage hiccup, not bad input or a bug."""
-    if isinstance(error, InputChangedError):
-        return True  # a job still being written: read it again
-    if isinstance(error, StorageError):
-        return False  # missing job, too large, unsafe path: retrying changes nothing
-    if isinstance(error, ClientError):
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return int(status) >= 500 or error.response.get("Error", {}).get("Code") in ("SlowDown", "Throttling")
-    return isinstance(error, BotoCoreError | ConnectionError | TimeoutError)
-
-
-def _retry_if_transient(_task: Any, _run: Any, state: Any) -> bool:
-    try:
-        error = state.result(raise_on_failure=False)
-    except Exception as exc:  # reading the result of a failed state may itself raise the error
-        error = exc
-    return is_transient(error if isinstance(error, BaseException) else None)
-
-
 @task(
     name="diagnose-job",
     task_run_name="diagnose-{job_id}",
-    retries=2,
-    retry_delay_seconds=[2, 10],
-    retry_condition_fn=_retry_if_transient,
+    **DIAGNOSE_JOB_RETRY.task_options(retry_if=is_transient),
 )
 def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> JobOutcome:
     """Prefect task: :func:`audit_one` on the storage ``settings`` name."""

@@ -2,8 +2,10 @@
 127.0.0.1 with fake credentials, a ``backend`` fixture running one test against a local folder
 and an S3 prefix, and a Prefect API server for flow tests.
 
-Prefect reads its settings when first imported, so the quiet, offline settings of
-../shared/PREFECT.md are put in the environment here, before any test module imports it.
+Prefect reads its settings when first imported, so quiet, offline settings (a temporary
+PREFECT_HOME, no telemetry, a long ephemeral-server start-up timeout, the task-run recorder,
+event persister and triggers services off) are put in the environment here, before any test
+module imports it.
 """
 
 from __future__ import annotations

@@ -1,1 +1,3 @@
-"""Analyses over canonical events: phase replay, and (later) gaps and collectives."""
+"""Analyses over a job's canonical events, up to :func:`build_model`: phases and their attribution,
+hidden-gap classification, collective attribution, capabilities, timeline markers, candidates
+and the per-rank diagnostics model."""

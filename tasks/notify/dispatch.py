@@ -45,6 +45,7 @@ from stormwatch.tasks.notify.ledger import (
 from stormwatch.tasks.notify.secrets import Redactor, SecretRef, redacting_logs
 from stormwatch.tasks.notify.settings import NotifySettings, SmtpTarget
 from stormwatch.tasks.notify.slack import post_webhook, slack_payload
+from stormwatch.tasks.retry import RetryPolicy
 
 __all__ = [
     "ChannelName",
@@ -201,8 +202,7 @@ def _send_channel(
             delivery = deliver(
                 partial(send, batch),
                 what=what,
-                max_attempts=settings.max_attempts,
-                backoff_s=settings.backoff_s,
+                policy=RetryPolicy.exponential(settings.max_attempts, first_delay_s=settings.backoff_s),
                 redact=redact,
             )
             if not delivery.ok and delivery.transient:

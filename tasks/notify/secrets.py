@@ -1,8 +1,8 @@
 """Secrets for notifications: named (env var, Prefect Secret block) or held privately, and redacted.
 
 A :class:`SecretRef` names where a secret lives; a value given on the command line
-is held in a private attribute that is not a dataclass field, so ``repr``,
-``dataclasses.asdict`` and Prefect's parameter serialisation never see it.
+or read from the environment is held as a pydantic ``SecretStr``, so ``repr``, ``str``,
+``dataclasses.asdict`` and any JSON dump (Prefect's serialisation) show a mask, never it.
 :class:`Redactor` removes every resolved secret (and its URL-encoded and path
 forms) from error texts, and :func:`redacting_logs` applies it to records of the
 HTTP libraries, whose request logs carry the full webhook URL.
@@ -14,9 +14,10 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 BlockLoader = Callable[[str], "str | None"]
 REDACTED = "[redacted]"
@@ -33,35 +34,37 @@ def load_prefect_secret(name: str) -> str | None:
     return None if value is None else str(value)
 
 
-@dataclass(frozen=True)
-class SecretRef:
-    """A secret named, not shown: an env var, a Prefect Secret block, or a privately held value.
+class SecretRef(BaseModel):
+    """A secret named, not shown: an env var, a Prefect Secret block, or a value held as a ``SecretStr``.
 
     ``flag`` only records which command-line flag a held value came from, for display.
-    Resolution order: the held value, then ``env`` (``os.environ``), then ``block``.
-    Two refs are equal when they name the same places and hold the same value.
+    Resolution order: the held value, then ``env`` (``os.environ``, read when resolving), then
+    ``block`` (loaded when resolving, i.e. when sending). Two refs are equal when they name the
+    same places and hold the same value. Frozen; ``repr``/``str`` show ``value=<hidden>``, and a
+    JSON dump shows ``**********`` in its place.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     env: str | None = None
     block: str | None = None
     flag: str | None = None
+    value: SecretStr | None = Field(default=None, repr=False)
 
     @classmethod
     def held(cls, value: str, *, env: str | None = None, flag: str | None = None) -> SecretRef:
         """A ref holding ``value`` in memory (read from ``env`` in a given mapping, or from ``flag``)."""
-        ref = cls(env=env, flag=flag)
-        object.__setattr__(ref, "_value", value)
-        return ref
+        return cls(env=env, flag=flag, value=SecretStr(value))
 
     @property
     def is_held(self) -> bool:
-        return self.__dict__.get("_value") is not None
+        return self.value is not None
 
     def resolve(self, *, load_block: BlockLoader | None = None) -> str | None:
         """The secret's value, or ``None`` when no source has it. ``load_block`` replaces Prefect (tests)."""
-        held = self.__dict__.get("_value")
+        held = None if self.value is None else self.value.get_secret_value()
         if held:
-            return str(held)
+            return held
         if self.env and os.environ.get(self.env):
             return os.environ[self.env]
         if self.block:
@@ -75,20 +78,8 @@ class SecretRef:
             shown.append("value=<hidden>")
         return f"SecretRef({', '.join(shown)})"
 
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SecretRef):
-            return NotImplemented
-        return (self.env, self.block, self.flag, self.__dict__.get("_value")) == (
-            other.env,
-            other.block,
-            other.flag,
-            other.__dict__.get("_value"),
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.env, self.block, self.flag))
+    def __str__(self) -> str:
+        return repr(self)
 
 
 def secret_fragments(secret: str) -> set[str]:

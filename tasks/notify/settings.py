@@ -1,69 +1,152 @@
-"""Notification settings: channels, threshold, retry bounds; resolved once at the edge.
+"""Notification settings: channels, threshold, retry bounds; resolved once at the edge and passed down.
 
-Each value comes from a command-line flag, else an environment variable, else
-(secrets only) a Prefect Secret block name. Secrets are held as
-:class:`~stormwatch.tasks.notify.secrets.SecretRef`, so no ``repr`` of a settings object shows
-them, and no error raised here quotes them.
+Two layers. :class:`NotifySources` is a ``pydantic_settings.BaseSettings``: command-line
+flags (init values) over ``STORMWATCH_*`` environment variables, secrets typed
+``SecretStr`` so every ``repr``/``str``/log of it shows ``**********``. It reads the
+environment only when constructed (never at import) and never a ``.env`` file.
+:class:`NotifySettings` is what the notify step receives: validated, frozen, each secret a
+:class:`~stormwatch.tasks.notify.secrets.SecretRef` (a held ``SecretStr``, or the name of a
+Prefect Secret block loaded only when sending). Precedence: flag > environment > block.
+No error raised here quotes a secret.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Annotated, Any
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.ledger import ChannelName
 from stormwatch.tasks.notify.secrets import SecretRef
+from stormwatch.tasks.notify.targets import (
+    NOTIFY_LEVELS,
+    SmtpTarget,
+    check_address,
+    check_secret_url,
+    parse_bool,
+    parse_notify_on,
+)
 
-NOTIFY_LEVELS = (Severity.WARNING, Severity.CRITICAL)
+__all__ = ["NOTIFY_LEVELS", "NotifySettings", "NotifySources", "SmtpTarget", "check_secret_url", "plain_error"]
+
+ENV_PREFIX = "STORMWATCH_"
 DEFAULT_SENDER = "stormwatch@localhost"
-ENV_SLACK_WEBHOOK = "STORMWATCH_SLACK_WEBHOOK"
-ENV_SMTP_URL = "STORMWATCH_SMTP_URL"
-ENV_EMAIL_TO = "STORMWATCH_EMAIL_TO"
-ENV_EMAIL_FROM = "STORMWATCH_EMAIL_FROM"
-ENV_NOTIFY_ON = "STORMWATCH_NOTIFY_ON"
-ENV_DIGEST = "STORMWATCH_NOTIFY_DIGEST"
-SECRET_SETTINGS = {"slack_webhook": ("--slack-webhook", ENV_SLACK_WEBHOOK), "smtp_url": ("--smtp-url", ENV_SMTP_URL)}
-_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
+SECRET_FLAGS = {"slack_webhook": "--slack-webhook", "smtp_url": "--smtp-url"}
+_FLAG_NAMES = {"digest": "notify_digest"}  # the flag --digest, the variable STORMWATCH_NOTIFY_DIGEST
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("stormwatch_notify_environ", default=None)
 
 
-def check_address(address: str, *, what: str) -> str:
-    """``address`` when it looks like one mailbox (``x@y``, no spaces, commas or control characters)."""
-    if (
-        address.count("@") != 1
-        or address.startswith("@")
-        or address.endswith("@")
-        or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 or ch in ",;<>\"'" for ch in address)
-    ):
-        raise ValueError(f"{what}: {address[:80]!r} is not an email address")
-    return address
+def plain_error(exc: ValidationError) -> ValueError:
+    """A ValueError holding pydantic's messages only, never an input value: our own checks' messages
+    as they are (they name their field), pydantic's own ones prefixed by the field (``field: message``)."""
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(item) for item in error["loc"])
+        if error["type"] == "value_error":
+            parts.append(str(error["msg"]).removeprefix("Value error, "))
+        else:
+            parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    return ValueError("; ".join(parts))
 
 
-def parse_bool(raw: object, *, what: str) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise ValueError(f"{what}: expected true/false, got {text[:20]!r}")
+class _MappingEnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping instead of ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        pairs = ((name, value) for name, value in self._environ.items() if value or not self.env_ignore_empty)
+        return {name if self.case_sensitive else name.lower(): value for name, value in pairs}
 
 
-def parse_notify_on(raw: Severity | str) -> Severity:
+@contextmanager
+def _reading(environ: Mapping[str, str] | None) -> Iterator[None]:
+    token = _ENVIRON.set(environ)
     try:
-        level = Severity(str(raw).strip().lower())
-    except ValueError:
-        level = None
-    if level not in NOTIFY_LEVELS:
-        raise ValueError(f"notify-on must be one of {', '.join(NOTIFY_LEVELS)}, got {str(raw)[:20]!r}")
-    return level
+        yield
+    finally:
+        _ENVIRON.reset(token)
 
 
-@dataclass(frozen=True)
+class NotifySources(BaseSettings):
+    """Raw notification inputs: flags over ``STORMWATCH_<FIELD>`` variables (``STORMWATCH_NOTIFY_DIGEST``
+    for ``notify_digest``); empty values count as unset. Secret URLs are checked for shape here."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True, hide_input_in_errors=True
+    )
+
+    slack_webhook: SecretStr | None = None
+    smtp_url: SecretStr | None = None
+    email_to: str | None = None
+    email_from: str | None = None
+    notify_on: str | None = None
+    notify_digest: bool | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags, then the environment (the one given to :meth:`read`); never a .env file or secrets dir."""
+        environ = _ENVIRON.get()
+        return init_settings, env_settings if environ is None else _MappingEnvSource(settings_cls, environ)
+
+    @field_validator("notify_digest", mode="before")
+    @classmethod
+    def _digest(cls, raw: object) -> bool | None:
+        return None if raw is None else parse_bool(raw, what="digest")
+
+    @field_validator("slack_webhook", "smtp_url")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            check_secret_url(str(info.field_name), value.get_secret_value())
+        return value
+
+    @classmethod
+    def read(cls, flags: Mapping[str, object], *, environ: Mapping[str, str] | None = None) -> NotifySources:
+        """From ``flags`` (argparse ``dest`` names or ``--flag`` spellings; unrelated keys ignored;
+        ``None``, ``""`` and ``False`` count as unset) over ``environ`` (``os.environ`` when ``None``).
+        Raises ValueError, never quoting a secret."""
+        try:
+            with _reading(environ):
+                return cls(**given_flags(flags))
+        except ValidationError as exc:
+            raise plain_error(exc) from None
+
+
+def given_flags(flags: Mapping[str, object]) -> dict[str, Any]:
+    """The flags that are set, by field name (``--smtp-url`` -> ``smtp_url``, ``digest`` -> ``notify_digest``)."""
+    named = ((str(key).lstrip("-").replace("-", "_"), value) for key, value in flags.items())
+    return {_FLAG_NAMES.get(name, name): value for name, value in named if value not in (None, "", False)}
+
+
+@dataclass(frozen=True, config=ConfigDict(hide_input_in_errors=True))
 class NotifySettings:
     """Where and when to notify. ``backoff_s``: first retry delay in seconds, doubled per attempt;
-    ``max_attempts``: sends per message and call (first try included); ``timeout_s``: per request.
+    ``max_attempts``: sends per message and call (first try included, 1..10); ``timeout_s``: per
+    request, in seconds. ``email_to`` accepts a comma-separated string.
 
     Email is configured when both ``smtp_url`` and ``email_to`` are; one without the other is an error.
     """
@@ -74,22 +157,31 @@ class NotifySettings:
     email_to: tuple[str, ...] = ()
     email_from: str | None = None
     digest: bool = False
-    max_attempts: int = 3
-    backoff_s: float = 1.0
-    timeout_s: float = 10.0
+    max_attempts: Annotated[int, Field(ge=1, le=10)] = 3
+    backoff_s: Annotated[float, Field(ge=0)] = 1.0
+    timeout_s: Annotated[float, Field(gt=0)] = 10.0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "notify_on", parse_notify_on(self.notify_on))
-        recipients = self.email_to.split(",") if isinstance(self.email_to, str) else self.email_to
-        object.__setattr__(self, "email_to", tuple(check_address(a.strip(), what="email-to") for a in recipients))
-        if self.email_from is not None:
-            check_address(self.email_from, what="email-from")
+    @field_validator("notify_on", mode="before")
+    @classmethod
+    def _notify_on(cls, raw: Severity | str) -> Severity:
+        return parse_notify_on(raw)
+
+    @field_validator("email_to", mode="before")
+    @classmethod
+    def _recipients(cls, raw: str | Iterable[str]) -> tuple[str, ...]:
+        items = raw.split(",") if isinstance(raw, str) else raw
+        return tuple(check_address(str(item).strip(), what="email-to") for item in items if str(item).strip())
+
+    @field_validator("email_from")
+    @classmethod
+    def _sender(cls, value: str | None) -> str | None:
+        return None if value is None else check_address(value, what="email-from")
+
+    @model_validator(mode="after")
+    def _email_pair(self) -> NotifySettings:
         if (self.smtp_url is None) != (not self.email_to):
             raise ValueError("email needs both an SMTP URL (--smtp-url) and recipients (--email-to)")
-        if not 1 <= self.max_attempts <= 10:
-            raise ValueError(f"max_attempts must be within 1..10, got {self.max_attempts}")
-        if self.backoff_s < 0 or self.timeout_s <= 0:
-            raise ValueError("backoff_s must be >= 0 and timeout_s > 0")
+        return self
 
     @property
     def sender(self) -> str:
@@ -114,99 +206,33 @@ class NotifySettings:
         blocks: Mapping[str, str] | None = None,
         **tuning: Any,
     ) -> NotifySettings:
-        """Settings from flags (argparse ``dest`` names or ``--flag`` spellings; ``vars(args)`` is fine,
-        unrelated keys are ignored), else ``environ``, else ``blocks`` (``{"slack_webhook": name,
-        "smtp_url": name}``: Prefect Secret block names, loaded only when sending). ``None``, ``""``
-        and ``False`` count as unset, so argparse flags need ``default=None`` (or ``store_true``) for
-        the environment to apply. ``tuning``: ``max_attempts``/``backoff_s``/``timeout_s``.
-        Raises ValueError (never quoting a secret) on a malformed value.
-        """
-        given = {str(key).lstrip("-").replace("-", "_"): value for key, value in flags.items()}
-
-        def flag(name: str) -> object | None:  # argparse's unset defaults: None, "" and store_true's False
-            value = given.get(name)
-            return None if value is None or value == "" or value is False else value
-
-        def env(name: str) -> str | None:
-            return environ.get(name) or None
-
-        unknown = set(blocks or {}) - set(SECRET_SETTINGS)
+        """Settings from flags (see :meth:`NotifySources.read`), else ``environ``, else ``blocks``
+        (``{"slack_webhook": name, "smtp_url": name}``: Prefect Secret block names, loaded only when
+        sending). ``tuning``: ``max_attempts``/``backoff_s``/``timeout_s``. Raises ValueError (never
+        quoting a secret) on a malformed value."""
+        unknown = set(blocks or {}) - set(SECRET_FLAGS)
         if unknown:
-            raise ValueError(f"blocks can name only {', '.join(SECRET_SETTINGS)}; got {', '.join(sorted(unknown))}")
+            raise ValueError(f"blocks can name only {', '.join(SECRET_FLAGS)}; got {', '.join(sorted(unknown))}")
+        sources = NotifySources.read(flags, environ=environ)
+        given = given_flags(flags)
         secrets: dict[str, SecretRef | None] = {}
-        for name, (flag_name, env_name) in SECRET_SETTINGS.items():
-            flag_value, env_value, block = flag(name), env(env_name), (blocks or {}).get(name)
-            if flag_value is not None:
-                secrets[name] = SecretRef.held(str(flag_value), flag=flag_name)
-            elif env_value is not None:
-                secrets[name] = SecretRef.held(env_value, env=env_name)
+        for name, flag_name in SECRET_FLAGS.items():
+            value: SecretStr | None = getattr(sources, name)
+            block = (blocks or {}).get(name)
+            if value is not None:
+                origin = {"flag": flag_name} if name in given else {"env": f"{ENV_PREFIX}{name.upper()}"}
+                secrets[name] = SecretRef(value=value, **origin)
             else:
                 secrets[name] = SecretRef(block=block) if block else None
-        for name, ref in secrets.items():
-            value = ref.resolve() if ref is not None and ref.is_held else None
-            if value is not None:
-                check_secret_url(name, value)
-        recipients = flag("email_to") or env(ENV_EMAIL_TO) or ""
-        notify_on = flag("notify_on") or env(ENV_NOTIFY_ON) or Severity.CRITICAL
-        digest = flag("digest")
-        return cls(
-            notify_on=parse_notify_on(str(notify_on)),
-            slack_webhook=secrets["slack_webhook"],
-            smtp_url=secrets["smtp_url"],
-            email_to=tuple(item.strip() for item in str(recipients).split(",") if item.strip()),
-            email_from=str(flag("email_from") or env(ENV_EMAIL_FROM) or "") or None,
-            digest=parse_bool(digest if digest is not None else env(ENV_DIGEST) or False, what="digest"),
-            **tuning,
-        )
-
-
-def check_secret_url(name: str, value: str) -> None:
-    """A webhook must be http(s); an SMTP URL smtp(s) with a host. The message never quotes ``value``."""
-    if name == "slack_webhook":
-        if not value.lower().startswith(("https://", "http://")) or any(ord(ch) < 33 for ch in value):
-            raise ValueError("the Slack webhook must be an http(s) URL without spaces")
-    else:
-        SmtpTarget.parse(value)
-
-
-@dataclass(frozen=True)
-class SmtpTarget:
-    """A parsed ``smtp://[user:password@]host[:port][?starttls=true]`` or ``smtps://...`` URL.
-
-    ``implicit_tls``: smtps (TLS from the first byte, default port 465); otherwise plain SMTP
-    (port 25), upgraded with STARTTLS when asked. User and password are URL-decoded.
-    """
-
-    host: str
-    port: int
-    implicit_tls: bool = False
-    starttls: bool = False
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def parse(cls, url: str) -> SmtpTarget:
-        """Raises ValueError without quoting ``url`` (it may hold a password)."""
         try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError:
-            raise ValueError("the SMTP URL is malformed (bad port or brackets)") from None
-        scheme = parts.scheme.lower()
-        if scheme not in ("smtp", "smtps") or not parts.hostname:
-            raise ValueError("the SMTP URL must be smtp://[user:password@]host[:port] or smtps://...")
-        query = parse_qs(parts.query, keep_blank_values=True)
-        unknown = set(query) - {"starttls"}
-        if unknown or parts.fragment or parts.path not in ("", "/"):
-            raise ValueError("the SMTP URL may carry only a ?starttls=true|false query")
-        starttls = parse_bool(query.get("starttls", ["false"])[-1], what="SMTP URL starttls")
-        if starttls and scheme == "smtps":
-            raise ValueError("the SMTP URL asks for STARTTLS over smtps:// (already TLS)")
-        return cls(
-            host=parts.hostname,
-            port=port or (465 if scheme == "smtps" else 25),
-            implicit_tls=scheme == "smtps",
-            starttls=starttls,
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password is not None else None,
-        )
+            return cls(
+                notify_on=parse_notify_on(sources.notify_on or Severity.CRITICAL),
+                slack_webhook=secrets["slack_webhook"],
+                smtp_url=secrets["smtp_url"],
+                email_to=tuple((sources.email_to or "").split(",")),  # blanks dropped, each address checked
+                email_from=sources.email_from,
+                digest=bool(sources.notify_digest),
+                **tuning,
+            )
+        except ValidationError as exc:
+            raise plain_error(exc) from None

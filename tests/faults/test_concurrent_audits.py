@@ -18,6 +18,7 @@ import pytest
 import stormwatch.flows.audit
 import stormwatch.flows.post_job
 from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
 from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
@@ -38,7 +39,8 @@ def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[WebhookServer]:
 
 
 def audit(backend: Backend, **options: Any) -> dict[str, Any]:
-    return nightly_audit(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url, **options)
+    return nightly_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+                                         **options))
 
 
 def report_keys(backend: Backend) -> set[str]:
@@ -124,8 +126,8 @@ def test_a_live_lease_is_respected_by_the_audit_and_by_post_job(backend: Backend
     stamp = until.isoformat(timespec="seconds")
     assert result["exit_code"] == 0
     assert result["lease"] == f"another audit holds the lease nightly-audit on other-host pid 7 until {stamp}"
-    single = post_job(job_id="critical-job", storage=backend.settings.uri,
-                      endpoint_url=backend.settings.endpoint_url, lease_wait_s=0.3)
+    single = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
+                      endpoint_url=backend.settings.endpoint_url), lease_wait_s=0.3)
     assert single["exit_code"] == 1 and single["job"]["status"] == "failed"
     assert single["lease"].startswith("not diagnosed after waiting 0.3 s: another audit holds the lease nightly")
     assert report_keys(backend) == before == {LOCK}  # nothing read into reports, nothing written
@@ -144,7 +146,8 @@ def test_post_job_waits_for_the_lease_then_works(local: Backend, fleet_files: Pa
 
     monkeypatch.setattr(stormwatch.flows.post_job, "acquire_waiting", functools.partial(acquire_waiting,
                                                                              sleep=sleep_until_released))
-    result = post_job(job_id="critical-job", storage=local.settings.uri, endpoint_url=local.settings.endpoint_url)
+    result = post_job(job_id="critical-job",
+                      params=AuditParameters(storage=local.settings.uri, endpoint_url=local.settings.endpoint_url))
     assert waits == [2.0] and result["exit_code"] == 0 and result["job"]["status"] == "diagnosed"
     assert local.get(LOCK) is None
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
 from tests import builders as b
 from tests.tasks.backends import Backend
@@ -44,7 +45,8 @@ def statuses(backend: Backend) -> dict[str, tuple[str, str | None]]:
 
 
 def run(backend: Backend, **options: object) -> dict:
-    return nightly_audit(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url, **options)
+    return nightly_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+                                         **options))
 
 
 def test_audit_diagnoses_skips_unchanged_and_never_touches_inputs(backend: Backend, tmp_path: Path) -> None:
@@ -111,8 +113,8 @@ def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
     run(backend)
     first = {job["job_id"]: job for job in fleet(backend)["jobs"]}
 
-    result = post_job(job_id="critical-job", storage=backend.settings.uri,
-                      endpoint_url=backend.settings.endpoint_url, force=True, fail_on="warning")
+    result = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
+                      endpoint_url=backend.settings.endpoint_url, force=True, fail_on="warning"))
     assert result["exit_code"] == 3 and result["job"]["verdict"] == "critical"
     after = {job["job_id"]: job for job in fleet(backend)["jobs"]}
     assert set(after) == set(first)
@@ -122,7 +124,8 @@ def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
     assert (table["job_id"] == "critical-job").sum() == 2  # ranks replaced, not duplicated
 
     keys = backend.stored_keys()
-    refused = post_job(job_id="../escape", storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url)
+    refused = post_job(job_id="../escape",
+                       params=AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url))
     assert refused["exit_code"] == 2 and refused["job"]["status"] == "refused"
     assert backend.stored_keys() == keys  # nothing written for a refused id
 
@@ -135,7 +138,7 @@ def test_link_artifacts_for_published_reports(tmp_path: Path) -> None:
 
     root = tmp_path / "fleet"
     b.write_multi_rank_job(root / "jobs" / "Train_42", world_size=2, alerts=b.DEFAULT_ALERTS)
-    result = nightly_audit(storage=str(root), report_base_url="https://reports.example.com/r")
+    result = nightly_audit(AuditParameters(storage=str(root), report_base_url="https://reports.example.com/r"))
     assert result["index"] == "https://reports.example.com/r/index.html"
     key = artifact_key("Train_42")
     assert key.startswith("report-train-42-")

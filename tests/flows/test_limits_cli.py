@@ -11,6 +11,7 @@ import pytest
 
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.cli import main
+from stormwatch.flows.parameters import AuditParameters
 from tests import builders as b
 from tests.tasks.backends import Backend
 
@@ -88,8 +89,8 @@ def _check_fleet(backend: Backend, cap: int) -> None:
 @pytest.mark.usefixtures("prefect_api")
 def test_audit_flow_caps(backend: Backend, tmp_path: Path) -> None:
     cap = _fleet_with_caps(tmp_path, backend)
-    result = nightly_audit(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
-                           max_artifact_bytes=cap, max_events=MAX_EVENTS)
+    result = nightly_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+                                           max_artifact_bytes=cap, max_events=MAX_EVENTS))
     assert result["failed"] == ["busy-job"] and result["summary"]["diagnosed"] == 2
     _check_fleet(backend, cap)
     if backend.name == "s3":  # the object over the cap is listed (with its size), never downloaded
@@ -125,7 +126,9 @@ def test_audit_cli_refuses_bad_caps(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_serve_deployments_carry_the_caps() -> None:
     from stormwatch.flows.deployments import build_deployments
 
-    deployments = build_deployments(storage="s3://fleet/prod", endpoint_url=None, cron="0 2 * * *", timezone="UTC",
-                                    fail_on="never", preset="medium", max_artifact_bytes=4096, max_events=99)
+    params = AuditParameters(storage="s3://fleet/prod", endpoint_url=None, fail_on="never", preset="medium",
+                             max_artifact_bytes=4096, max_events=99)
+    deployments = build_deployments(params, cron="0 2 * * *", timezone="UTC")
     for deployment in deployments:
-        assert (deployment.parameters["max_artifact_bytes"], deployment.parameters["max_events"]) == (4096, 99)
+        shared = deployment.parameters["params"]
+        assert (shared["max_artifact_bytes"], shared["max_events"]) == (4096, 99)

@@ -1,10 +1,9 @@
-"""Failures the fuzzer finds today whose fix belongs to the loader, each with its reproducer.
+"""Known, not yet fixed fuzzer findings: none today (every finding so far is fixed).
 
-Every entry names the strict-xfail test of tests/stormwatch/test_fuzz_regressions.py
-that reproduces it. The CI fuzz run and the property tests pass over these (and
-fail on anything else); ``bench/fuzz.py`` reports them apart from new failures.
-When the loader is fixed, the reproducer passes, strict xfail fails it, and the
-reproducer's mark and its entry here are removed together.
+A finding whose fix cannot land at once gets an entry here, naming the reproducer
+in tests/stormwatch/test_fuzz_regressions.py (marked ``xfail(strict=True)`` until
+the fix). The CI fuzz run and the property tests pass over entries (and fail on
+anything else); ``bench/fuzz.py`` reports them apart from new failures.
 """
 
 from __future__ import annotations

@@ -5,11 +5,9 @@ applies the one damage the fuzzer found. The invariants are the fuzzer's: loadin
 never raises (nor kills the process), every record that does not load is reported
 by a warning naming its file, and whatever loads serialises and renders.
 
-Tests marked ``xfail(strict=True)`` fail today; their fix belongs to the loader
-(stormwatch/load.py, formats/*, frame.py, sessions.py ...). When a fix lands the
-test passes, strict xfail turns that into a failure, and the mark (and the matching
-entry of tests/fuzz/known.py) goes. Tests without the mark reproduce what was found
-and has been fixed since (docstring: what it was).
+Every finding so far is fixed: each test reproduces what was found (docstring:
+what it was) and passes. A new finding whose fix cannot land at once is added
+marked ``xfail(strict=True)``, with its entry in tests/fuzz/known.py.
 """
 
 from __future__ import annotations
@@ -214,7 +212,7 @@ def test_unknown_null_field_rejects_only_its_own_line() -> None:
     assert [w.split(": ")[0] for w in loaded.warnings] == [f"{ROOT}/events.jsonl:{len(records) + 1}"]
 
 
-# --- silent losses and misattributed warnings (xfail until the loader reports them) ---------
+# --- silent losses and misattributed warnings (now reported by the loader) ------------------
 
 def test_jsonl_with_cr_only_line_endings_is_reported() -> None:
     records = _records()

@@ -168,3 +168,31 @@ def test_unknown_block_settings_are_refused() -> None:
 def test_retry_bounds_are_checked(field: str, value: float) -> None:
     with pytest.raises(ValueError):
         NotifySettings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_sources_are_pydantic_settings_read_when_built_never_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_settings import BaseSettings
+
+    from stormwatch.tasks.notify.settings import NotifySources
+
+    assert issubclass(NotifySources, BaseSettings)
+    monkeypatch.setenv("STORMWATCH_SLACK_WEBHOOK", ENV_HOOK)
+    monkeypatch.setenv("STORMWATCH_NOTIFY_DIGEST", "yes")
+    monkeypatch.setenv("STORMWATCH_EMAIL_TO", "")  # empty counts as unset
+    from_process = NotifySources()  # os.environ, read now
+    assert from_process.slack_webhook is not None and from_process.slack_webhook.get_secret_value() == ENV_HOOK
+    assert from_process.notify_digest is True and from_process.email_to is None
+    given = NotifySources.read({"--smtp-url": FLAG_SMTP, "storage": "s3://x", "digest": False}, environ=FULL_ENV)
+    assert given.smtp_url is not None and given.smtp_url.get_secret_value() == FLAG_SMTP  # flag over environment
+    assert given.slack_webhook is not None and given.slack_webhook.get_secret_value() == ENV_HOOK
+    assert given.notify_digest is True  # --digest unset (False): the environment's
+    for text in (repr(from_process), str(given), given.model_dump_json()):
+        assert "**********" in text and "secret-env" not in text and "flag-pass-1" not in text
+    assert NotifySources.read({}, environ={}) == NotifySources.read({}, environ={"OTHER": "1"})
+
+
+def test_settings_dump_masks_held_secrets() -> None:
+    settings = NotifySettings.from_sources(flags=FULL_FLAGS, environ={})
+    assert settings.slack_webhook is not None
+    dumped = settings.slack_webhook.model_dump(mode="json")
+    assert dumped == {"env": None, "block": None, "flag": "--slack-webhook", "value": "**********"}

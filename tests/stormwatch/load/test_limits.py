@@ -21,7 +21,7 @@ from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError, LoadLimits
 from tests import builders as b
 
 TWO_GIB = 2 * b.GIB
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,118 @@
+"""The flow parameters shared by ``nightly-audit`` and ``post-job``: one typed, validated, frozen model.
+
+The command line builds an :class:`AuditParameters` once from its flags, ``stormwatch serve``
+and ``infra/prefect.yaml`` give one to each deployment, and Prefect shows its fields (with
+their fixed choices) in the UI. Prefect stores flow parameters in its database, so this
+model holds no secret, and cannot: unknown fields are refused (no ``slack_webhook`` or
+``smtp_url`` can slip in) and no URL field may carry a password. Secrets reach a flow run
+through its environment (``STORMWATCH_SLACK_WEBHOOK``, ``STORMWATCH_SMTP_URL``) or a Prefect
+Secret block named here (:mod:`stormwatch.tasks.notify.settings`).
+
+Importing this module never imports Prefect (the command line imports it before Prefect's
+settings are in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.load.limits import LoadLimits
+from stormwatch.severity import FailOn
+from stormwatch.tasks.notify.settings import plain_error
+from stormwatch.tasks.storage.protocol import StorageSettings
+
+#: The least first-cause severity that notifies (``info`` would notify on everything).
+NotifyOn = Literal["warning", "critical"]
+_OPTIONAL_TEXT = ("endpoint_url", "report_base_url", "email_to", "email_from", "slack_webhook_block", "smtp_url_block")
+
+
+class AuditParameters(BaseModel):
+    """Where to audit and how; the same for a whole audit and for one job (``post-job``).
+
+    Units: ``max_job_bytes`` caps one job's total input in bytes (a larger job fails);
+    ``max_artifact_bytes`` (bytes) and ``max_events`` (events) are the loader's caps, ``None``
+    for their defaults, positive when given. Invariants: frozen; no unknown field; ``storage``
+    not blank; blank optional texts are ``None``; no URL holds a password.
+    ``email_to``/``email_from`` ``None`` (``digest`` ``False``) leave them to ``STORMWATCH_EMAIL_TO``/
+    ``STORMWATCH_EMAIL_FROM`` (``STORMWATCH_NOTIFY_DIGEST``) in the run's environment; the command line
+    fills ``notify_on`` from ``--notify-on``, else ``STORMWATCH_NOTIFY_ON``, else ``critical``.
+    ``digest`` applies to the nightly audit only.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True,
+                              title="stormwatch audit parameters")
+
+    storage: str = Field(description="storage root: a folder or s3://bucket/prefix")
+    endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (default: boto3's own)")
+    force: bool = Field(default=False, description="re-diagnose jobs whose inputs did not change")
+    fail_on: FailOn = Field(default=FailOn.NEVER, description="least severity that makes the exit code 3")
+    preset: CollectivePreset = Field(default=CollectivePreset.MEDIUM, description="collective-detection preset")
+    max_job_bytes: int | None = Field(default=None, description="bytes: fail a job whose inputs add up to more")
+    max_artifact_bytes: int | None = Field(default=None, description="bytes: skip a larger artifact, unread")
+    max_events: int | None = Field(default=None, description="events: fail a job holding more")
+    report_base_url: str | None = Field(default=None, description="http(s) address where reports/ is served")
+    notify_on: NotifyOn = Field(default="critical", description="least first-cause severity that notifies")
+    digest: bool = Field(default=False, description="one message per audit listing every job (nightly only)")
+    email_to: str | None = Field(default=None, description="recipients, comma-separated")
+    email_from: str | None = Field(default=None, description="sender address")
+    slack_webhook_block: str | None = Field(default=None, description="Prefect Secret block with the webhook URL")
+    smtp_url_block: str | None = Field(default=None, description="Prefect Secret block with the SMTP URL")
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("storage must not be blank")
+        return value
+
+    @field_validator(*_OPTIONAL_TEXT, mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("endpoint_url", "report_base_url")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is not None and "://" in value and urlsplit(value).password is not None:
+            raise ValueError("a URL parameter must not hold a password (Prefect stores parameters)")
+        return value
+
+    @model_validator(mode="after")
+    def _caps(self) -> AuditParameters:
+        """The loader's caps as :class:`LoadLimits` checks them (positive integers)."""
+        LoadLimits(**{name: value for name, value in self.load_caps().items() if value is not None})
+        return self
+
+    @classmethod
+    def parse(cls, values: Mapping[str, object]) -> AuditParameters:
+        """From plain values (command-line flags); raises ValueError naming what is wrong, not pydantic's report."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise plain_error(exc) from None
+
+    def load_caps(self) -> dict[str, int | None]:
+        """``max_artifact_bytes`` and ``max_events`` (``None``: the loader's default)."""
+        return {"max_artifact_bytes": self.max_artifact_bytes, "max_events": self.max_events}
+
+    def storage_settings(self) -> StorageSettings:
+        return StorageSettings(uri=self.storage, endpoint_url=self.endpoint_url)
+
+    def notify_flags(self, *, digest: bool) -> dict[str, object]:
+        """The non-secret notification values, as flags over the environment (``None``/``False``: unset)."""
+        return {"notify_on": self.notify_on, "digest": digest, "email_to": self.email_to,
+                "email_from": self.email_from}
+
+    def secret_blocks(self) -> dict[str, str]:
+        """Prefect Secret block names by secret (``slack_webhook``, ``smtp_url``), the named ones only."""
+        named = {"slack_webhook": self.slack_webhook_block, "smtp_url": self.smtp_url_block}
+        return {name: block for name, block in named.items() if block}
+
+    def as_deployment(self) -> dict[str, Any]:
+        """JSON values for a deployment's ``parameters`` (enums as their strings)."""
+        return self.model_dump(mode="json")
