@@ -16,9 +16,10 @@ packages = find_packages(include=["stormwatch", "stormwatch.*"])
 for folder in PIPELINE_FOLDERS:
     packages.append(f"stormwatch.{folder}")
     packages += [f"stormwatch.{folder}.{sub}" for sub in find_packages(where=folder)]
+packages.append("stormwatch.reports.templates")  # data only; listed so setuptools ships it without a warning
 
 setup(
     packages=packages,
     package_dir={"stormwatch": "stormwatch", **{f"stormwatch.{folder}": folder for folder in PIPELINE_FOLDERS}},
-    package_data={"stormwatch.reports": ["templates/*"]},
+    package_data={"stormwatch.reports.templates": ["*"]},
 )
