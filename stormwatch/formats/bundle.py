@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from stormwatch.events.schema import COLUMNS, RecordError
+import pandas as pd
+
 from stormwatch.events.session_ids import stable_legacy_session_id
 from stormwatch.events.sessions import SessionStatus, SessionSummary, parse_status, summary_from_mapping
-from stormwatch.events.values import check_values
 from stormwatch.formats.bad_input import describe_problems
+from stormwatch.formats.bundle_samples import sample_events
 from stormwatch.formats.json_value import parse_json_value
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?<!local[_-])rank[_-]?(?P<rank>\d+)(?:[^0-9]|$)", re.IGNORECASE)
@@ -55,7 +56,7 @@ class RankContext:
 @dataclass(frozen=True)
 class TimelineResult:
     summary: SessionSummary
-    rows: list[tuple[Any, ...]]
+    events: pd.DataFrame
     warnings: tuple[str, ...]
 
 
@@ -229,7 +230,7 @@ def read_timeline(
             world_size=context.world_size,
             source="stormlog.diagnose.timeline",
         )
-    rows, problems = _sample_rows(stamps, allocated, reserved, count, summary)
+    events, problems = sample_events(stamps, allocated, reserved, count=count, summary=summary)
     lengths = (len(stamps), len(allocated), len(reserved))
     uneven = [] if len(set(lengths)) == 1 else [
         f"{label}: timeline lists of unequal length (timestamps {lengths[0]}, allocated {lengths[1]}, "
@@ -240,60 +241,4 @@ def read_timeline(
         f"assigned rank={context.rank} world_size={context.world_size} "
         f"(source={context.source}, session_id={summary.session_id}, status={summary.status})."
     )
-    return TimelineResult(summary, rows, (*uneven, *describe_problems(label, problems, where="sample"), note))
-
-
-def _sample_rows(
-    stamps: list[Any], allocated: list[Any], reserved: list[Any], count: int, summary: SessionSummary
-) -> tuple[list[tuple[Any, ...]], list[tuple[int, str]]]:
-    rows: list[tuple[Any, ...]] = []
-    problems: list[tuple[int, str]] = []
-    previous_allocated, previous_stamp = 0, None
-    for index in range(count):
-        try:
-            stamp = float(stamps[index])
-            alloc, res = int(allocated[index]), int(reserved[index])
-            timestamp_ns = int(stamp * 1_000_000_000)
-        except (TypeError, ValueError, OverflowError):
-            problems.append((index + 1, "sample is not a number"))
-            continue
-        interval = 0 if previous_stamp is None else max(0, int(round((stamp - previous_stamp) * 1000)))
-        values: dict[str, Any] = {
-            "session_id": summary.session_id,
-            "timestamp_ns": timestamp_ns,
-            "event_type": "sample",
-            "collector": "stormlog.diagnose.timeline",
-            "sampling_interval_ms": interval,
-            "pid": summary.pid,
-            "host": summary.host,
-            "device_id": 0,
-            "allocator_allocated_bytes": alloc,
-            "allocator_reserved_bytes": res,
-            "allocator_active_bytes": None,
-            "allocator_inactive_bytes": None,
-            "allocator_change_bytes": alloc - previous_allocated,
-            "device_used_bytes": max(alloc, res),
-            "device_free_bytes": None,
-            "device_total_bytes": None,
-            "context": "diagnose timeline sample",
-            "job_id": summary.job_id,
-            "rank": summary.rank,
-            "local_rank": summary.local_rank,
-            "world_size": summary.world_size,
-            "metadata": None,
-            "schema_version": 3,
-            "metadata_collective": False,
-        }
-        try:
-            check_values(values, nullable_core=False)
-            if not all(
-                -(2**63) <= values[k] < 2**63
-                for k in ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes")
-            ):
-                raise RecordError("value outside the 64-bit range")
-        except RecordError as exc:
-            problems.append((index + 1, str(exc)))
-            continue
-        rows.append(tuple(values[name] for name in COLUMNS))
-        previous_allocated, previous_stamp = alloc, stamp
-    return rows, problems
+    return TimelineResult(summary, events, (*uneven, *describe_problems(label, problems, where="sample"), note))

@@ -1,15 +1,15 @@
-"""The columnar fast path: schema v2/v3 JSON Lines parsed by Arrow, validated per column.
+"""The columnar fast path of JSON Lines: schema v2/v3 lines parsed by Arrow, validated per column.
 
-:mod:`stormwatch.formats.arrow_reader` parses the whole buffer into typed columns.
-The rules of :mod:`stormwatch.events.records` are then applied to whole columns: a row that
-breaks one is reported and dropped, the rest are kept. No Python object is made
-per event, except the metadata ``dict`` of non-sample events (alerts, phases,
-lifecycle), which are few. A column without nulls or blanks (the usual case)
-costs one cheap test per rule, not one mask.
+:mod:`stormwatch.formats.arrow_reader` parses the whole buffer into typed columns;
+:mod:`stormwatch.formats.table_events` applies stormlog's rules to whole columns.
+This module answers, from the raw lines, what the table cannot (see ``_RawLines``).
 
 Arrow cannot tell an absent key from an explicit ``null``; where stormlog's
 rules tell them apart (nullable required fields, ``rank`` and friends, unknown
-fields), the raw line of each such null row is searched for the quoted key.
+fields), the raw lines of the null rows are searched, all at once, for the key as
+a key: ``{`` or ``,``, the quoted name, ``:``. Inside a JSON string every quote is
+escaped, so only a real key matches; only when the same name is also a key nested
+in the file's metadata are the matching lines parsed to tell the two apart.
 
 Returns ``None`` when Arrow refuses the buffer (a malformed line, a value of the
 wrong JSON type, metadata that is not an object or whose shape changes between
@@ -20,34 +20,25 @@ then parses every line on its own, which finds and names the culprits.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stormwatch.events.frame import blank_positions, categorical, frame_from_columns
-from stormwatch.events.schema import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
-from stormwatch.formats.arrow_reader import INT_FIELDS, STRING_FIELDS, read_table
-from stormwatch.formats.column_checks import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
+from stormwatch.formats.arrow_reader import read_table
+from stormwatch.formats.column_checks import int_values
 from stormwatch.formats.json_value import parse_json_value
 from stormwatch.formats.lines import Buffer, LineIndex
+from stormwatch.formats.table_events import table_events
 
-_REQUIRED_NON_NULL = (
-    "timestamp_ns",
-    "event_type",
-    "collector",
-    "sampling_interval_ms",
-    "pid",
-    "host",
-    "device_id",
-    "allocator_allocated_bytes",
-    "allocator_reserved_bytes",
-    "allocator_change_bytes",
-    "device_used_bytes",
-)
+#: Names a key regex can hold verbatim (JSON writes them unescaped); others take the parsing path.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
+_SPACE = "[ \t\r\n]*"
+
+
 @dataclass(frozen=True)
 class ColumnarResult:
     """Valid fast rows, where they sit, and the lines left for one-by-one parsing.
@@ -61,19 +52,35 @@ class ColumnarResult:
     problems: tuple[tuple[int, str], ...]
 
 
+def nested_names(schema: pa.Schema) -> frozenset[str] | None:
+    """Every key name that occurs below the top level of the table's objects (any depth);
+    None when one is not valid UTF-8 (Arrow lets such names through): then any may be nested."""
+    names: set[str] = set()
+    pending = [field.type for field in schema]
+    while pending:
+        kind = pending.pop()
+        if pa.types.is_struct(kind):
+            for index in range(kind.num_fields):
+                try:
+                    names.add(kind.field(index).name)
+                except UnicodeDecodeError:
+                    return None
+                pending.append(kind.field(index).type)
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            pending.append(kind.value_type)
+    return frozenset(names)
+
+
 class _RawLines:
     """The raw text of chosen lines: ``positions`` map table rows to line positions."""
 
-    def __init__(self, data: Buffer, lines: LineIndex, positions: np.ndarray) -> None:
-        self.data, self.lines, self.positions = data, lines, positions
+    def __init__(self, data: Buffer, lines: LineIndex, positions: np.ndarray, nested: frozenset[str] | None) -> None:
+        self.data, self.lines, self.positions, self.nested = data, lines, positions, nested
         self._array: pa.Array | None = None
 
     def has_key(self, rows: np.ndarray, key: str) -> np.ndarray:
-        """For the given table rows, whether the line's top-level object holds ``key``.
-
-        A substring search finds the candidates; those are parsed, because the same
-        name may be a key nested in ``metadata`` (a phase scope's ``"action"``, say).
-        """
+        """For the given table rows, whether the line's top-level object holds ``key`` (see the
+        module doc: one regex over the rows' lines; parsing only where ``key`` is also nested)."""
         if rows.size == 0:
             return np.zeros(0, dtype=bool)
         if self._array is None:
@@ -81,7 +88,12 @@ class _RawLines:
             buffers = [None, pa.py_buffer(offsets), pa.py_buffer(self.data)]
             self._array = pa.LargeBinaryArray.from_buffers(pa.large_binary(), self.lines.count, buffers)
         taken = self._array.take(pa.array(self.positions[rows]))
-        found = np.asarray(pc.match_substring(taken, f'"{key}"'), dtype=bool)
+        if _PLAIN_NAME.fullmatch(key):
+            found = np.asarray(pc.match_substring_regex(taken, f'[{{,]{_SPACE}"{key}"{_SPACE}:'), dtype=bool)
+            if self.nested is not None and key not in self.nested:
+                return found
+        else:
+            found = np.asarray(pc.match_substring(taken, f'"{key}"'), dtype=bool)
         starts, ends = self.lines.starts, self.lines.ends
         for index in np.flatnonzero(found).tolist():
             line = self.positions[rows[index]]
@@ -107,90 +119,6 @@ class _RawLines:
         return out, refused
 
 
-def _check_fields(table: pa.Table, strings: dict[str, pd.Categorical], raw: _RawLines, errors: Errors) -> None:
-    """Unknown fields, required fields that are null or absent, metadata that is no object."""
-    for name in table.column_names:
-        if name in KNOWN_FIELDS or name == "metadata":
-            continue
-        column = table.column(name)
-        present = np.ones(table.num_rows, dtype=bool)
-        nulls = null_rows(column)
-        present[nulls] = raw.has_key(nulls, name)
-        errors.add(present, f"unknown telemetry fields: {name}")
-    for name in _REQUIRED_NON_NULL:
-        errors.add(null_rows(table.column(name)), f"{name} is missing or not of the right type")
-    for name in NULLABLE_REQUIRED_V3:
-        nulls = null_rows(table.column(name))
-        errors.add(nulls[~raw.has_key(nulls, name)], f"missing required telemetry fields: {name}")
-    metadata = table.column("metadata") if "metadata" in table.column_names else None
-    if metadata is None or not pa.types.is_struct(metadata.type):
-        errors.add(np.ones(table.num_rows, dtype=bool), "metadata must be an object")
-    else:
-        errors.add(null_rows(metadata), "metadata must be an object")
-    for name in ("rank", "local_rank", "world_size"):
-        nulls = null_rows(table.column(name))
-        errors.add(nulls[raw.has_key(nulls, name)], f"{name} must be an integer")
-    for name in ("job_id", "event_type", "collector", "host"):
-        errors.add(blank_positions(strings[name]), f"{name} must be a non-empty string")
-
-
-def _check_values(table: pa.Table, ints: dict[str, np.ndarray], errors: Errors) -> None:
-    """Range and cross-field rules; fills in ``local_rank`` and ``world_size`` defaults."""
-    errors.add(ints["timestamp_ns"] < 0, "timestamp_ns must be >= 0")
-    errors.add(ints["sampling_interval_ms"] < 0, "sampling_interval_ms must be >= 0")
-    errors.add(ints["pid"] < -1, "pid must be >= -1")
-    for name in COUNTER_COLUMNS:
-        if name != "allocator_change_bytes":
-            errors.add(ints[name] < 0, f"{name} must be >= 0")
-    size = table.num_rows
-    has_total = ~rows_mask(null_rows(table.column("device_total_bytes")), size)
-    total = ints["device_total_bytes"]
-    errors.add(has_total & (ints["device_used_bytes"] > total), "device_used_bytes cannot exceed device_total_bytes")
-    has_free = ~rows_mask(null_rows(table.column("device_free_bytes")), size)
-    errors.add(
-        has_total & has_free & (ints["device_free_bytes"] > total), "device_free_bytes cannot exceed device_total_bytes"
-    )
-    rank = ints["rank"]
-    local_nulls = null_rows(table.column("local_rank"))
-    if local_nulls.size:
-        ints["local_rank"][local_nulls] = rank[local_nulls]
-    world_nulls = null_rows(table.column("world_size"))
-    if world_nulls.size:
-        ints["world_size"][world_nulls] = 1
-    local_rank, world_size = ints["local_rank"], ints["world_size"]
-    errors.add(rank < 0, "rank must be >= 0")
-    errors.add(local_rank < 0, "local_rank must be >= 0")
-    errors.add(world_size <= 0, "world_size must be >= 1")
-    errors.add(rank >= world_size, "rank must be < world_size")
-    errors.add(local_rank >= world_size, "local_rank must be < world_size")
-
-
-def _stated_session_ids(metadata: pa.ChunkedArray) -> pa.ChunkedArray | None:
-    """``metadata.session_id`` when the metadata are objects with a string field of that name."""
-    if not pa.types.is_struct(metadata.type) or metadata.type.get_field_index("session_id") < 0:
-        return None
-    stated = pc.struct_field(metadata, "session_id")
-    return stated if pa.types.is_string(stated.type) or pa.types.is_large_string(stated.type) else None
-
-
-def _session_ids(table: pa.Table, encoded: pd.Categorical, default_session_id: str) -> pd.Categorical:
-    """``session_id`` (``encoded``: the column as a categorical), else (when null) a usable
-    ``metadata.session_id``, else the default."""
-    column = table.column("session_id")
-    nulls = null_rows(column)
-    unusable = np.union1d(nulls, blank_positions(encoded))
-    if unusable.size == 0:
-        return encoded
-    fallback = pa.scalar(default_session_id, column.type)
-    resolved = pc.if_else(pa.array(~rows_mask(unusable, table.num_rows)), column, fallback)
-    stated = _stated_session_ids(table.column("metadata")) if nulls.size and "metadata" in table.column_names else None
-    if stated is not None:
-        bad = np.union1d(null_rows(stated), blank_rows(stated))
-        usable = rows_mask(np.setdiff1d(nulls, bad), table.num_rows)
-        if usable.any():
-            resolved = pc.if_else(pa.array(usable), stated.cast(column.type), resolved)
-    return categorical(resolved)
-
 
 def columnar_events(
     data: Buffer, lines: LineIndex, *, default_session_id: str, arrow_threads: bool = True
@@ -206,38 +134,9 @@ def columnar_events(
     rest_positions = np.flatnonzero(~fast)
     if positions.size < table.num_rows:
         table = table.filter(pa.array(fast))
-    raw = _RawLines(data, lines, positions)
-    errors = Errors(table.num_rows)
-    non_sample = np.asarray(pc.fill_null(pc.not_equal(table.column("event_type"), "sample"), True))
-    metadata_dicts, refused = raw.metadata(np.flatnonzero(non_sample), table.num_rows)
-    for row, reason in refused:
-        errors.add(np.array([row]), reason)
-    strings = {name: categorical(table.column(name)) for name in STRING_FIELDS}  # encoded once, checked on categories
-    _check_fields(table, strings, raw, errors)
-    ints = {name: int_values(table.column(name), fill=0) for name in INT_FIELDS if name != "schema_version"}
-    _check_values(table, ints, errors)
-    session_ids = _session_ids(table, strings["session_id"], default_session_id)
-
-    bad = errors.bad_rows()
-    problems = tuple((int(lines.numbers[positions[row]]), errors.message(row)) for row in bad.tolist())
-    metadata = table.column("metadata") if "metadata" in table.column_names else None
-    collective = collective_mask(metadata) if metadata is not None else np.zeros(table.num_rows, dtype=bool)
-    columns: dict[str, Any] = {
-        "session_id": session_ids,
-        **{name: strings[name] for name in STRING_FIELDS if name != "session_id"},
-        **{name: ints[name] for name in INT_FIELDS if name not in COUNTER_COLUMNS and name != "schema_version"},
-        **{name: _counter(table.column(name), ints[name]) for name in COUNTER_COLUMNS},
-        "schema_version": np.full(table.num_rows, 3, dtype=np.int64),
-        "metadata": metadata_dicts,
-        "metadata_collective": collective,
-    }
-    frame = frame_from_columns(columns)
-    if bad.size:
-        kept = np.flatnonzero(~rows_mask(bad, table.num_rows))
-        frame = frame.take(kept).reset_index(drop=True)
-        positions = positions[kept]
-    return ColumnarResult(frame=frame, positions=positions, rest_positions=rest_positions, problems=problems)
-
-
-def _counter(column: pa.ChunkedArray, values: np.ndarray) -> pd.arrays.IntegerArray:
-    return pd.arrays.IntegerArray(values, rows_mask(null_rows(column), len(column)))
+    raw = _RawLines(data, lines, positions, nested_names(table.schema))
+    events = table_events(table, raw, default_session_id=default_session_id)
+    problems = tuple((int(lines.numbers[positions[row]]), reason) for row, reason in events.problems)
+    return ColumnarResult(
+        frame=events.frame, positions=positions[events.kept], rest_positions=rest_positions, problems=problems
+    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from stormwatch.events.frame import concat_frames, frame_from_rows
+from stormwatch.events.frame import concat_frames
 from stormwatch.events.merge import combine_events, sort_events
 from stormwatch.events.session_ids import stable_legacy_session_id
 from stormwatch.events.sessions import SessionPart, SessionSummary, infer_summary, summary_from_last_event
@@ -192,7 +192,7 @@ def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, seg
     )
     if not isinstance(result, TimelineResult):
         return UnitResult((), (result,))
-    events = combine_events([frame_from_rows(result.rows)])
+    events = combine_events([result.events])
     summary: SessionSummary = result.summary
     return UnitResult((SessionPart(summary, events, (identity,)),), result.warnings)
 
