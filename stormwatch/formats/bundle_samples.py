@@ -38,30 +38,31 @@ def sample_events(
     return frame_from_rows(rows), problems
 
 
-def _numbers(values: list[Any], kinds: tuple[type, ...]) -> np.ndarray | None:
-    """``values`` as float64 when each is exactly of one of ``kinds`` (bool is not an int here)."""
-    if not all(type(value) in kinds for value in values):
+def _plain(values: list[Any], *, integers: bool) -> np.ndarray | None:
+    """``values`` as an int64 (``integers``) or float64 array when numpy reads them as plain
+    numbers of that kind (ints and bools; for floats, ints too), the values Python's
+    ``int()``/``float()`` give them; else None (strings, None, ints past 64 bits...)."""
+    array = np.asarray(values)
+    if array.ndim != 1:  # nested lists: not numbers
         return None
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except OverflowError:  # an int past float's range: float() refuses it too
-        return None
+    if array.dtype == np.int64 or array.dtype == np.bool_:
+        return array.astype(np.float64 if not integers else np.int64)
+    if not integers and array.dtype == np.float64:
+        return array
+    return None
 
 
 def _vectorised(
     stamps: list[Any], allocated: list[Any], reserved: list[Any], summary: SessionSummary
 ) -> pd.DataFrame | None:
     """The events when every sample is plain and valid, else None (the caller goes sample by sample)."""
-    seconds = _numbers(stamps, (int, float))
-    if seconds is None or not all(type(v) is int for v in allocated) or not all(type(v) is int for v in reserved):
+    seconds = _plain(stamps, integers=False)
+    alloc = _plain(allocated, integers=True)
+    res = _plain(reserved, integers=True)
+    if seconds is None or alloc is None or res is None:
         return None
     nanos = seconds * 1_000_000_000
     if not np.isfinite(nanos).all() or (nanos < 0).any() or (nanos >= _INT64_LIMIT).any():
-        return None
-    try:
-        alloc = np.asarray(allocated, dtype=np.int64)
-        res = np.asarray(reserved, dtype=np.int64)
-    except OverflowError:
         return None
     if (alloc < 0).any() or (res < 0).any() or summary.pid < -1:
         return None
@@ -70,6 +71,7 @@ def _vectorised(
     interval[1:] = np.maximum(0, np.rint((seconds[1:] - seconds[:-1]) * 1000)).astype(np.int64)
     change = np.diff(alloc, prepend=np.int64(0))
     none = np.full(size, None, dtype=object)
+    missing = pd.arrays.IntegerArray(np.zeros(size, dtype=np.int64), np.ones(size, dtype=bool))
     columns: dict[str, Any] = {
         "session_id": repeated_string(summary.session_id, size),
         "timestamp_ns": np.trunc(nanos).astype(np.int64),
@@ -81,12 +83,12 @@ def _vectorised(
         "device_id": np.zeros(size, dtype=np.int64),
         "allocator_allocated_bytes": alloc,
         "allocator_reserved_bytes": res,
-        "allocator_active_bytes": none,
-        "allocator_inactive_bytes": none,
+        "allocator_active_bytes": missing,
+        "allocator_inactive_bytes": missing,
         "allocator_change_bytes": change,
         "device_used_bytes": np.maximum(alloc, res),
-        "device_free_bytes": none,
-        "device_total_bytes": none,
+        "device_free_bytes": missing,
+        "device_total_bytes": missing,
         "context": repeated_string(CONTEXT, size),
         "job_id": none if summary.job_id is None else repeated_string(summary.job_id, size),
         "rank": np.full(size, summary.rank, dtype=np.int64),
