@@ -181,7 +181,9 @@ def _phase_events(plan, session_id: str, thread_id: int) -> dict[int, list[tuple
     return out
 
 
-def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str, *, hidden: bool = False) -> bytes:
+def _rank_lines(
+    rank: int, ranks: int, n: int, seed: int, job_id: str, *, hidden: bool = False, null_contexts: bool = False
+) -> bytes:
     rng = np.random.default_rng([seed, rank])
     session_id = str(uuid.UUID(bytes=rng.bytes(16), version=4))
     pid = int(rng.integers(2_000, 60_000))
@@ -222,7 +224,7 @@ def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str, *, hidden
     ident = (COLLECTOR, 50, pid, host, job_id, rank, local_rank, ranks, local_rank)
     dumps = orjson.dumps
 
-    def record(t_ns: int, etype: str, i: int | None, change: int, ctx: str, meta: dict) -> bytes:
+    def record(t_ns: int, etype: str, i: int | None, change: int, ctx: str | None, meta: dict) -> bytes:
         if i is None:  # start: tracker emits a zeroed snapshot with the known total
             mem = (0, 0, None, None, change, 0, None, DEVICE_TOTAL)
         else:
@@ -257,7 +259,7 @@ def _rank_lines(rank: int, ranks: int, n: int, seed: int, job_id: str, *, hidden
         ctx = sample_ctx_at.get(i, sample_ctx)
         if i in nccl:
             ctx = f"Collected telemetry sample during nccl all_reduce (bucket {i % 7})."
-        out.append(record(ts_ns[i], "sample", i, 0, ctx, sample_meta))
+        out.append(record(ts_ns[i], "sample", i, 0, None if null_contexts else ctx, sample_meta))
         for k, (etype, pctx, pmeta) in enumerate(extras.get(i, ())):
             t = ts_ns[i] + 20_000_000 + k * 150_000
             out.append(record(t, etype, i, 0, pctx, {**pmeta, **sample_meta}))
@@ -296,11 +298,14 @@ def validate_job(paths: list[Path], per_kind: int = 50) -> int:
 
 
 def write_job(
-    root: Path, *, ranks: int = 8, samples: int = 20_000, seed: int = 0, hidden: bool = False
+    root: Path, *, ranks: int = 8, samples: int = 20_000, seed: int = 0, hidden: bool = False,
+    null_contexts: bool = False,
 ) -> list[Path]:
     """Write ``root/rank_{r}/telemetry.jsonl`` for every rank; return the paths.
 
     ``hidden``: model memory outside the caching allocator (see the module docstring).
+    ``null_contexts``: samples carry ``"context": null`` (trackers that leave it unset), so the
+    collective markers of samples come from their metadata and custom events only.
     """
     if ranks < 1 or samples < 200:
         raise ValueError("need ranks >= 1 and samples >= 200")
@@ -310,7 +315,7 @@ def write_job(
     for rank in range(ranks):
         path = root / f"rank_{rank}" / "telemetry.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(_rank_lines(rank, ranks, samples, seed, job_id, hidden=hidden))
+        path.write_bytes(_rank_lines(rank, ranks, samples, seed, job_id, hidden=hidden, null_contexts=null_contexts))
         paths.append(path)
     return paths
 
@@ -322,10 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=20_000, help="sample events per rank")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden-memory", action="store_true", help="memory outside the allocator (see above)")
+    parser.add_argument("--null-contexts", action="store_true", help='samples carry "context": null')
     parser.add_argument("--no-validate", action="store_true", help="skip the stormlog check")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    paths = write_job(args.out, ranks=args.ranks, samples=args.samples, seed=args.seed, hidden=args.hidden_memory)
+    paths = write_job(args.out, ranks=args.ranks, samples=args.samples, seed=args.seed, hidden=args.hidden_memory,
+                      null_contexts=args.null_contexts)
     elapsed = time.perf_counter() - t0
     size_mb = sum(p.stat().st_size for p in paths) / 1e6
     lines = sum(p.read_bytes().count(b"\n") for p in paths)

@@ -359,11 +359,14 @@ def loglog_slope(points: list[tuple[int, float]]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", type=Path, help="reuse (or generate into) this --hidden-memory job folder")
+    parser.add_argument("--job", type=Path, help="reuse (or generate into) this --hidden-memory job folder "
+                        "(the null-contexts job goes beside it, in <job>-null-contexts)")
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--samples", type=int, default=20_000, help="sample events per rank")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="best-of-N for floor/stormwatch")
+    parser.add_argument("--contexts", default="text,null",
+                        help='sample contexts of the job(s) to run: text, null ("context": null), or both')
     parser.add_argument("--skip-reference", action="store_true", help="skip stormlog (~90-150 s, plus scaling runs)")
     parser.add_argument("--skip-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--skip-scaling", action="store_true", help="skip the 10k..1M scaling run")
@@ -371,29 +374,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-scaling", type=int, default=2, help="reference at this many smallest sizes")
     args = parser.parse_args(argv)
     build_model = import_model()
+    kinds = [kind.strip() for kind in args.contexts.split(",") if kind.strip()]
+    if not kinds or any(kind not in ("text", "null") for kind in kinds):
+        parser.error("--contexts takes text, null or text,null")
 
     tmp = None
-    job = args.job
-    if job is None:
+    base = args.job
+    if base is None:
         tmp = tempfile.TemporaryDirectory(prefix="stormwatch-model-bench-")
-        job = Path(tmp.name) / "job"
-    job = job.resolve()
+        base = Path(tmp.name) / "job"
+    base = base.resolve()
+    failed = False
     try:
-        files = rank_files(job)
-        if files:
-            print(f"job: {job} (reused, {len(files)} rank files)")
-            first = json.loads(files[0].read_bytes().split(b"\n", 1)[0])
-            if first.get("metadata", {}).get("sampling_source") != HIDDEN_SAMPLE_META["sampling_source"]:
-                print("WARNING: not a jobgen --hidden-memory job; the model's expensive paths may not run")
-        else:
-            t0 = time.perf_counter()
-            files = write_job(job, ranks=args.ranks, samples=args.samples, seed=args.seed, hidden=True)
-            took = time.perf_counter() - t0
-            print(f"job: {job} (generated {args.ranks}x{args.samples:,} --hidden-memory in {took:.1f} s)")
-        return bench(job, files, args, build_model)
+        for number, kind in enumerate(kinds):
+            job = base if kind == "text" else base.with_name(base.name + "-null-contexts")
+            files = prepare_job(job, args, null_contexts=kind == "null")
+            # the scaling run (the same for both) goes with the last job only
+            last = number == len(kinds) - 1
+            run_args = argparse.Namespace(**{**vars(args), "skip_scaling": args.skip_scaling or not last})
+            print(f"\n=== sample contexts: {kind} ===")
+            failed |= bench(job, files, run_args, build_model) != 0
+        return 1 if failed else 0
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+def prepare_job(job: Path, args: argparse.Namespace, *, null_contexts: bool) -> list[Path]:
+    """The job's rank files: reused when ``job`` holds them, else generated (--hidden-memory)."""
+    files = rank_files(job)
+    if files:
+        print(f"job: {job} (reused, {len(files)} rank files)")
+        first = json.loads(files[0].read_bytes().split(b"\n", 1)[0])
+        if first.get("metadata", {}).get("sampling_source") != HIDDEN_SAMPLE_META["sampling_source"]:
+            print("WARNING: not a jobgen --hidden-memory job; the model's expensive paths may not run")
+        return files
+    t0 = time.perf_counter()
+    files = write_job(job, ranks=args.ranks, samples=args.samples, seed=args.seed, hidden=True,
+                      null_contexts=null_contexts)
+    took = time.perf_counter() - t0
+    contexts = "null" if null_contexts else "text"
+    print(f"job: {job} (generated {args.ranks}x{args.samples:,} --hidden-memory, {contexts} contexts, in {took:.1f} s)")
+    return files
 
 
 def bench(job: Path, files: list[Path], args: argparse.Namespace, build_model: Callable[..., Any]) -> int:
