@@ -52,7 +52,7 @@ def _check_shape(record: Mapping[str, Any]) -> None:
         as_optional_nonblank(record["job_id"], "job_id")
 
 
-def _inferred_capabilities(metadata: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+def inferred_capabilities(metadata: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """stormlog 0.4.3 fills ``memory_capabilities`` from the counters when absent."""
     if "memory_capabilities" in metadata:
         return metadata
@@ -124,7 +124,7 @@ def _schema_record(record: Mapping[str, Any], default_session_id: str | None) ->
     nullable_core = version == 4
     metadata = as_metadata(record["metadata"])
     if nullable_core:
-        metadata = _inferred_capabilities(metadata, record)
+        metadata = inferred_capabilities(metadata, record)
         _check_capabilities(record, metadata)
 
     def counter(name: str) -> int | None:

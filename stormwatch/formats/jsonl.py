@@ -1,8 +1,8 @@
 """JSON Lines telemetry (sink segments and ``*.jsonl`` exports) to canonical events.
 
-Clean files of schema v2/v3 records take the columnar path
-(:mod:`stormwatch.formats.columnar`); every other line (legacy or v4 records,
-or all lines when the columnar parser rejects the file) is parsed on its own.
+Clean files of schema v2/v3/v4 records take the columnar path
+(:mod:`stormwatch.formats.columnar`); every other line (legacy records, or all
+lines when the columnar parser rejects the file) is parsed on its own.
 A malformed line drops only itself, with a warning naming the file and line.
 A torn last line (no trailing newline, not valid JSON) is what a crashed writer
 leaves behind and is ignored silently, as stormlog does.

@@ -1,4 +1,4 @@
-"""Canonical events from one Arrow table of schema v2/v3 records, validated column by column.
+"""Canonical events from one Arrow table of schema v2/v3/v4 records, validated column by column.
 
 Every columnar reader (JSON Lines, JSON documents, CSV exports) brings the same
 thing: a table whose known fields are typed as
@@ -7,11 +7,17 @@ integers ``int64``), whose ``metadata`` is a struct column (anything else means
 "metadata must be an object"), and whose other columns are fields stormlog does
 not know; plus a :class:`RowSource` that answers what the table cannot: whether a
 null cell was an explicit ``null`` or an absent key, and the metadata ``dict`` of
-the few rows that keep one (non-sample events). The rules of
-:mod:`stormwatch.events.records` are applied to whole columns: a row that breaks
-one is reported and dropped, the rest are kept. No Python object is made per
-event, except those metadata dicts. A column without nulls or blanks (the usual
-case) costs one cheap test per rule, not one mask.
+the rows that keep one (non-sample events, and every schema v4 event). The
+rules of :mod:`stormwatch.events.records` are applied to whole columns: a row that
+breaks one is reported and dropped, the rest are kept. No Python object is made
+per event, except those metadata dicts (a source may hand the same ``dict`` to
+every row whose metadata is the same). A column without nulls or blanks (the
+usual case) costs one cheap test per rule, not one mask.
+
+Schema v4 rows (stormlog 0.4.3) may hold ``null`` core counters and carry
+``metadata.memory_capabilities``, checked (or inferred when absent) by
+:mod:`stormwatch.formats.v4_capabilities`; they keep ``schema_version`` 4 and
+their metadata even on samples.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stormwatch.events.frame import blank_positions, categorical, frame_from_columns
-from stormwatch.events.schema import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_REQUIRED_V3
+from stormwatch.events.schema import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_CORE_V4, NULLABLE_REQUIRED_V3
 from stormwatch.formats.arrow_reader import INT_FIELDS, STRING_FIELDS
 from stormwatch.formats.column_checks import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
+from stormwatch.formats.v4_capabilities import check_capabilities, infer_capabilities
 
 _REQUIRED_NON_NULL = (
     "timestamp_ns",
@@ -54,7 +61,8 @@ class RowSource(Protocol):
 
     def metadata(self, rows: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, str]]]:
         """An object array of ``size`` holding the metadata ``dict`` of the given rows (None
-        elsewhere), and the rows whose record cannot be read after all, with why."""
+        elsewhere), and the rows whose record cannot be read after all, with why. Rows whose
+        metadata are the same may share one ``dict`` (nobody changes them)."""
         ...
 
 
@@ -68,8 +76,9 @@ class TableEvents:
     problems: tuple[tuple[int, str], ...]
 
 
-def _check_fields(table: pa.Table, strings: dict[str, pd.Categorical], raw: RowSource, errors: Errors) -> None:
-    """Unknown fields, required fields that are null or absent, metadata that is no object."""
+def _check_fields(table: pa.Table, v4: np.ndarray, raw: RowSource, errors: Errors) -> None:
+    """Unknown fields, required fields that are null or absent (``v4`` rows: a mask, whose
+    core counters may be null), metadata that is no object."""
     for name in table.column_names:
         if name in KNOWN_FIELDS or name == "metadata":
             continue
@@ -79,7 +88,14 @@ def _check_fields(table: pa.Table, strings: dict[str, pd.Categorical], raw: RowS
         present[nulls] = raw.has_key(nulls, name)
         errors.add(present, f"unknown telemetry fields: {name}")
     for name in _REQUIRED_NON_NULL:
-        errors.add(null_rows(table.column(name)), f"{name} is missing or not of the right type")
+        nulls = null_rows(table.column(name))
+        if name in NULLABLE_CORE_V4 and nulls.size:
+            stated = v4[nulls]
+            errors.add(nulls[~stated], f"{name} is missing or not of the right type")
+            nulls = nulls[stated]
+            errors.add(nulls[~raw.has_key(nulls, name)], f"missing required telemetry fields: {name}")
+        else:
+            errors.add(nulls, f"{name} is missing or not of the right type")
     for name in NULLABLE_REQUIRED_V3:
         nulls = null_rows(table.column(name))
         errors.add(nulls[~raw.has_key(nulls, name)], f"missing required telemetry fields: {name}")
@@ -91,6 +107,9 @@ def _check_fields(table: pa.Table, strings: dict[str, pd.Categorical], raw: RowS
     for name in ("rank", "local_rank", "world_size"):
         nulls = null_rows(table.column(name))
         errors.add(nulls[raw.has_key(nulls, name)], f"{name} must be an integer")
+
+
+def _check_blanks(strings: dict[str, pd.Categorical], errors: Errors) -> None:
     for name in ("job_id", "event_type", "collector", "host"):
         errors.add(blank_positions(strings[name]), f"{name} must be a non-empty string")
 
@@ -153,15 +172,25 @@ def _session_ids(table: pa.Table, encoded: pd.Categorical, default_session_id: s
     return categorical(resolved)
 
 
+def _versions(table: pa.Table) -> np.ndarray:
+    if "schema_version" not in table.column_names:
+        return np.full(table.num_rows, 3, dtype=np.int64)
+    return int_values(table.column("schema_version"), fill=3)
+
+
 def table_events(table: pa.Table, source: RowSource, *, default_session_id: str) -> TableEvents:
-    """Schema v2/v3 rows of ``table`` (see the module doc) as canonical events, in table order."""
-    errors = Errors(table.num_rows)
+    """Schema v2/v3/v4 rows of ``table`` (see the module doc) as canonical events, in table order."""
+    size = table.num_rows
+    errors = Errors(size)
+    v4 = _versions(table) == 4
     non_sample = np.asarray(pc.fill_null(pc.not_equal(table.column("event_type"), "sample"), True))
-    metadata_dicts, refused = source.metadata(np.flatnonzero(non_sample), table.num_rows)
+    metadata_dicts, refused = source.metadata(np.flatnonzero(non_sample | v4), size)
     for row, reason in refused:
         errors.add(np.array([row]), reason)
     strings = {name: categorical(table.column(name)) for name in STRING_FIELDS}  # encoded once, checked on categories
-    _check_fields(table, strings, source, errors)
+    _check_fields(table, v4, source, errors)
+    inferred = check_capabilities(table, v4, strings["collector"], metadata_dicts, errors) if v4.any() else v4
+    _check_blanks(strings, errors)
     ints = {name: int_values(table.column(name), fill=0) for name in INT_FIELDS if name != "schema_version"}
     _check_values(table, ints, errors)
     session_ids = _session_ids(table, strings["session_id"], default_session_id)
@@ -169,20 +198,24 @@ def table_events(table: pa.Table, source: RowSource, *, default_session_id: str)
     bad = errors.bad_rows()
     problems = tuple((int(row), errors.message(row)) for row in bad.tolist())
     metadata = table.column("metadata") if "metadata" in table.column_names else None
-    collective = collective_mask(metadata) if metadata is not None else np.zeros(table.num_rows, dtype=bool)
+    collective = collective_mask(metadata) if metadata is not None else np.zeros(size, dtype=bool)
+    if inferred.any():
+        collective |= infer_capabilities(
+            table, np.flatnonzero(inferred & ~rows_mask(bad, size)), strings["collector"], metadata_dicts
+        )
     columns: dict[str, Any] = {
         "session_id": session_ids,
         **{name: strings[name] for name in STRING_FIELDS if name != "session_id"},
         **{name: ints[name] for name in INT_FIELDS if name not in COUNTER_COLUMNS and name != "schema_version"},
         **{name: _counter(table.column(name), ints[name]) for name in COUNTER_COLUMNS},
-        "schema_version": np.full(table.num_rows, 3, dtype=np.int64),
+        "schema_version": np.where(v4, 4, 3),
         "metadata": metadata_dicts,
         "metadata_collective": collective,
     }
     frame = frame_from_columns(columns)
-    kept = np.arange(table.num_rows)
+    kept = np.arange(size)
     if bad.size:
-        kept = np.flatnonzero(~rows_mask(bad, table.num_rows))
+        kept = np.flatnonzero(~rows_mask(bad, size))
         frame = frame.take(kept).reset_index(drop=True)
     return TableEvents(frame=frame, kept=kept, problems=problems)
 
