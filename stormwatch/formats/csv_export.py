@@ -5,49 +5,40 @@ them through ``float``, rounding nanosecond timestamps); ``metadata`` written as
 a Python literal (what ``csv``/pandas make of a dict) is recovered with
 ``ast.literal_eval``, never ``eval``; bytes that are not UTF-8 drop only their
 row; a byte-order mark is ignored.
+
+Files take the columnar path (:mod:`stormwatch.formats.csv_table`) where it can
+take them; the rows it leaves (records that are not of schema v2/v3, cells that
+are no number, rows it rejects), and whole files it cannot read, take the
+row-by-row path (:func:`read_csv_rows`: ``csv.DictReader`` and
+:func:`~stormwatch.events.records.normalise_record` per row), whose warnings name
+each bad row's line as ``DictReader`` counts them.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
-import json
 from typing import Any
 
-from stormwatch.events.frame import frame_from_rows
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from stormwatch.events.frame import concat_frames, frame_from_rows
 from stormwatch.events.records import normalise_record
-from stormwatch.events.schema import COUNTER_COLUMNS, INT_COLUMNS, RecordError
+from stormwatch.events.schema import COUNTER_COLUMNS, INT_COLUMNS, STRING_COLUMNS, RecordError
 from stormwatch.formats.bad_input import describe_problems
+from stormwatch.formats.csv_columns import parse_int_cell, parse_metadata_cell
+from stormwatch.formats.csv_table import columnar_csv, record_lines, row_cells
 from stormwatch.formats.jsonl import BOM, ParsedEvents
+
+__all__ = ["parse_int_cell", "parse_metadata_cell", "read_csv", "read_csv_rows"]
 
 #: CSV cells read as exact integers: the canonical integer fields and stormlog's legacy ones.
 INT_FIELDS = frozenset(
     {*INT_COLUMNS, *COUNTER_COLUMNS, "memory_allocated", "memory_reserved", "memory_change", "total_memory"}
 )
 FLOAT_FIELDS = frozenset({"timestamp"})
-_MAX_LITERAL_CHARS = 1 << 20
-
-
-def parse_metadata_cell(text: str) -> dict[str, Any]:
-    """A metadata cell as a dict: JSON, else a Python literal, else empty."""
-    for parse in (json.loads, ast.literal_eval):
-        if parse is ast.literal_eval and len(text) > _MAX_LITERAL_CHARS:
-            break
-        try:
-            value = parse(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        return value if isinstance(value, dict) else {}
-    return {}
-
-
-def parse_int_cell(text: str) -> int:
-    """Exact for integer text; other numbers truncate toward zero as stormlog does."""
-    try:
-        return int(text)
-    except ValueError:
-        return int(float(text))
 
 
 def normalise_row(row: dict[Any, Any]) -> dict[Any, Any]:
@@ -78,35 +69,78 @@ def normalise_row(row: dict[Any, Any]) -> dict[Any, Any]:
     return out
 
 
-def read_csv(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
-    text = (
-        data[len(BOM) :].decode("utf-8", errors="surrogateescape")
-        if data.startswith(BOM)
-        else data.decode("utf-8", errors="surrogateescape")
+def row_event(row: dict[Any, Any], *, default_session_id: str) -> tuple[Any, ...]:
+    """One ``csv.DictReader`` row as an event row; raises :class:`RecordError`."""
+    if any(isinstance(v, str) and _has_surrogate(v) for v in row.values()):
+        raise RecordError("not valid UTF-8")
+    return normalise_record(
+        normalise_row(row),
+        default_session_id=default_session_id,
+        default_collector="legacy.csv",
+        default_sampling_interval_ms=0,
     )
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+
+
+def _text(data: bytes) -> str:
+    body = data[len(BOM) :] if data.startswith(BOM) else data
+    return body.decode("utf-8", errors="surrogateescape")
+
+
+def read_csv_rows(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
+    """The row-by-row path: every row read by ``csv.DictReader`` and normalised on its own."""
+    reader = csv.DictReader(io.StringIO(_text(data), newline=""))
     rows = []
     problems: list[tuple[int, str]] = []
     try:
         for row in reader:
             line = reader.line_num
             try:
-                if any(isinstance(v, str) and _has_surrogate(v) for v in row.values()):
-                    raise RecordError("not valid UTF-8")
-                record = normalise_row(row)
-                rows.append(
-                    normalise_record(
-                        record,
-                        default_session_id=default_session_id,
-                        default_collector="legacy.csv",
-                        default_sampling_interval_ms=0,
-                    )
-                )
+                rows.append(row_event(row, default_session_id=default_session_id))
             except RecordError as exc:
                 problems.append((line, str(exc)))
     except csv.Error as exc:
         problems.append((reader.line_num, f"unreadable CSV ({exc}); the rest of the file is skipped"))
     return ParsedEvents(frame_from_rows(rows), tuple(describe_problems(label, problems, where="row")))
+
+
+def read_csv(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
+    """Events of one CSV export in row order; ``label`` names it in warnings (see the module doc)."""
+    body = data[len(BOM) :] if data.startswith(BOM) else data
+    try:
+        fast = columnar_csv(body, default_session_id=default_session_id)
+    except pa.ArrowException:  # a file Arrow reads but cannot compute on: read it as today
+        fast = None
+    if fast is None:
+        return read_csv_rows(data, label=label, default_session_id=default_session_id)
+    if not fast.slow.size:
+        return ParsedEvents(fast.frame, ())
+    lines = record_lines(body)
+    if lines is None or len(lines) != fast.cells.num_rows:
+        return read_csv_rows(data, label=label, default_session_id=default_session_id)
+    rows: list[tuple[Any, ...]] = []
+    kept: list[int] = []
+    problems: list[tuple[int, str]] = []
+    for index, row in zip(fast.slow.tolist(), row_cells(fast.cells, fast.slow), strict=True):
+        try:
+            rows.append(row_event(row, default_session_id=default_session_id))
+            kept.append(index)
+        except RecordError as exc:
+            problems.append((lines[index], str(exc)))
+    frame = fast.frame
+    if rows:
+        order = np.argsort(np.concatenate([fast.kept, np.asarray(kept, dtype=np.int64)]), kind="stable")
+        frame = concat_frames([frame, frame_from_rows(rows)]).take(order).reset_index(drop=True)
+    return ParsedEvents(_used_categories(frame), tuple(describe_problems(label, problems, where="row")))
+
+
+def _used_categories(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with only the strings its rows hold as categories (as today's reader makes
+    them), not those of the rows the columnar path dropped."""
+    for name in STRING_COLUMNS:
+        values = frame[name].array
+        if len(values.categories) and len(np.unique(values.codes[values.codes >= 0])) < len(values.categories):
+            frame[name] = values.remove_unused_categories()
+    return frame
 
 
 def _has_surrogate(value: str) -> bool:
