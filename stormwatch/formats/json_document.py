@@ -3,18 +3,27 @@
 A record that breaks the rules drops only itself. A file that is not valid JSON
 keeps the records before the point where it breaks (a truncated export keeps its
 complete records), with a warning naming the line and column.
+
+The schema v2/v3 records of a valid document take the columnar path
+(:mod:`stormwatch.formats.json_table`); every other record (legacy or v4, not an
+object, a value the columnar path cannot hold or a rule it finds broken), and
+every record of a salvaged array, is read on its own by ``normalise_record``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stormwatch.events.frame import frame_from_rows
+import numpy as np
+import pandas as pd
+
+from stormwatch.events.frame import concat_frames, empty_frame, frame_from_rows
 from stormwatch.events.records import normalise_record
 from stormwatch.events.schema import RecordError
 from stormwatch.formats.bad_input import describe_problems
+from stormwatch.formats.json_table import record_table
 from stormwatch.formats.json_value import TooDeepError, parse_json_value
 from stormwatch.formats.jsonl import BOM, ParsedEvents
 
@@ -76,11 +85,12 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
     Records are numbered from 1 in warnings; a salvaged array reports lines.
     """
     warnings: list[str] = []
-    numbered: list[tuple[int, Any]]
+    numbers: Sequence[int]
     where = "record"
     try:
         payload = parse_json_value(data[len(BOM) :] if data.startswith(BOM) else data)
-        numbered = list(enumerate(records_of(payload), start=1))
+        records = records_of(payload)
+        numbers = range(1, len(records) + 1)
     except UnicodeDecodeError as exc:
         raise NotTelemetryError(f"not valid UTF-8 at byte {exc.start}") from exc
     except TooDeepError as exc:
@@ -90,16 +100,37 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
         if not text.lstrip().startswith("["):
             raise NotTelemetryError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
         numbered, reason = _salvage_array(text)
+        numbers, records = [number for number, _ in numbered], [record for _, record in numbered]
         where = "line"
         warnings.append(f"{label}: {reason}; kept the {len(numbered)} complete records before it")
-    rows = []
-    problems: list[tuple[int, str]] = []
-    for number, record in numbered:
-        try:
-            rows.append(normalise_record(record, default_session_id=default_session_id))
-        except RecordError as exc:
-            problems.append((number, str(exc)))
-        except RecursionError:  # metadata scanned for tokens, nested near the parser's limit
-            problems.append((number, "metadata nested too deeply"))
+    frame, problems = _events(records, numbers, columnar=where == "record", default_session_id=default_session_id)
     warnings.extend(describe_problems(label, problems, where=where))
-    return ParsedEvents(frame_from_rows(rows), tuple(warnings))
+    return ParsedEvents(frame, tuple(warnings))
+
+
+def _events(
+    records: list[Any], numbers: Sequence[int], *, columnar: bool, default_session_id: str
+) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """Events of the records in order, and (number, reason) problems (``numbers``: each record's
+    number in warnings); schema v2/v3 records on the columnar path (when ``columnar``, see
+    :mod:`stormwatch.formats.json_table`), every other record one by one."""
+    fast = record_table(records, default_session_id=default_session_id) if columnar else None
+    rest = range(len(records)) if fast is None else fast.rest.tolist()
+    rows, kept = [], []
+    problems: list[tuple[int, str]] = []
+    for position in rest:
+        try:
+            rows.append(normalise_record(records[position], default_session_id=default_session_id))
+        except RecordError as exc:
+            problems.append((numbers[position], str(exc)))
+            continue
+        except RecursionError:  # metadata scanned for tokens, nested near the parser's limit
+            problems.append((numbers[position], "metadata nested too deeply"))
+            continue
+        kept.append(position)
+    if fast is None:
+        return frame_from_rows(rows), problems
+    if not rows:
+        return (fast.frame if len(fast.frame) else empty_frame()), problems
+    order = np.argsort(np.concatenate([fast.positions, np.asarray(kept, dtype=np.int64)]), kind="stable")
+    return concat_frames([fast.frame, frame_from_rows(rows)]).take(order).reset_index(drop=True), problems
