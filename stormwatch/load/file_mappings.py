@@ -29,20 +29,8 @@ from types import TracebackType
 _FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 
 
-#: Mappings this large ask for transparent huge pages (where the kernel offers them
-#: on request, as Debian's default ``madvise`` mode does): a 20 MB file then fills ten
-#: 2 MiB pages instead of five thousand 4 KiB ones, and the index scan and Arrow's
-#: parse, which read it whole, miss the TLB less. On the 8-rank bench job a load is
-#: 1-5% faster; smaller mappings gain nothing.
-_HUGE_PAGE_BYTES = 2 << 20
-
-
 def _new_mapping(size_bytes: int) -> mmap.mmap:
-    buffer = mmap.mmap(-1, size_bytes, flags=_FLAGS)
-    if size_bytes >= _HUGE_PAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
-        with contextlib.suppress(OSError):  # a kernel without transparent huge pages
-            buffer.madvise(mmap.MADV_HUGEPAGE)
-    return buffer
+    return mmap.mmap(-1, size_bytes, flags=_FLAGS)
 
 
 class MappingPool:
