@@ -99,6 +99,24 @@ def _string_mask(column: Column, size: int) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.match_substring_regex(collapsed, COLLAPSED_PATTERN), False))
 
 
+def _chunks(column: Column) -> list[pa.Array]:
+    """The column's arrays (Arrow cannot combine chunks of a dictionary of structs)."""
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+
+
+def decoded(column: Column) -> Column:
+    """A dictionary-encoded column as plain values (other columns as they are)."""
+    if not pa.types.is_dictionary(column.type):
+        return column
+    return pa.chunked_array([chunk.dictionary.take(chunk.indices) for chunk in _chunks(column)],
+                            type=column.type.value_type)
+
+
+def value_type(column: Column) -> pa.DataType:
+    """The type of a column's values (a dictionary-encoded column: its dictionary's)."""
+    return column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+
+
 def collective_mask(column: Column) -> np.ndarray:
     """Rows with a collective token in any string value of a (nested) column.
 
@@ -107,6 +125,13 @@ def collective_mask(column: Column) -> np.ndarray:
     Nested types are walked with a stack (any depth), each nested array carrying
     the top-level row of each of its values.
     """
+    if pa.types.is_dictionary(column.type):  # each distinct value once, then by index
+        parts = [np.zeros(0, dtype=bool)]
+        for chunk in _chunks(column):
+            per_value = collective_mask(chunk.dictionary) if len(chunk.dictionary) else np.zeros(1, dtype=bool)
+            indices = chunk.indices
+            parts.append(per_value[int_values(indices, fill=0)] & ~rows_mask(null_rows(indices), len(chunk)))
+        return np.concatenate(parts)
     found = np.zeros(len(column), dtype=bool)
     pending: list[tuple[Column, np.ndarray | None]] = [(column, None)]  # None: rows are top-level rows
     while pending:

@@ -206,7 +206,7 @@ def _ascii_without_escapes(texts: pa.Array) -> bool:
 class MetadataColumn:
     """A metadata column parsed once per distinct cell text: ``dicts`` (None for a blank cell),
     ``codes`` (each row's entry of ``dicts``, -1 for an empty cell) and ``struct``, the
-    column as table_events reads it."""
+    column as table_events reads it (dictionary-encoded: each distinct struct once)."""
 
     def __init__(self, dicts: list[dict[str, Any] | None], codes: np.ndarray, struct: pa.Array) -> None:
         self.dicts, self.codes, self.struct = dicts, codes, struct
@@ -223,7 +223,8 @@ class MetadataColumn:
             return None
         indices = encoded.indices
         codes = (indices.fill_null(-1) if indices.null_count else indices).to_numpy().astype(np.int64)
-        return cls(dicts, codes, distinct.take(indices))
+        # Measured: csv shape 102 -> 78 ms warm against taking the struct row by row (10 ms a file).
+        return cls(dicts, codes, pa.DictionaryArray.from_arrays(indices, distinct))
 
     def filter(self, keep: np.ndarray) -> MetadataColumn:
         return MetadataColumn(self.dicts, self.codes[keep], self.struct.filter(pa.array(keep)))

@@ -3,7 +3,8 @@
 Every columnar reader (JSON Lines, JSON documents, CSV exports) brings the same
 thing: a table whose known fields are typed as
 :data:`~stormwatch.formats.arrow_reader.SCHEMA` says (strings ``large_string``,
-integers ``int64``), whose ``metadata`` is a struct column (anything else means
+integers ``int64``), whose ``metadata`` is a struct column, plain or dictionary-encoded
+(a reader that parsed each distinct metadata once keeps it so; anything else means
 "metadata must be an object"), and whose other columns are fields stormlog does
 not know; plus a :class:`RowSource` that answers what the table cannot: whether a
 null cell was an explicit ``null`` or an absent key, and the metadata ``dict`` of
@@ -33,7 +34,16 @@ import pyarrow.compute as pc
 from stormwatch.events.frame import blank_positions, categorical, frame_from_columns
 from stormwatch.events.schema import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_CORE_V4, NULLABLE_REQUIRED_V3
 from stormwatch.formats.arrow_reader import INT_FIELDS, STRING_FIELDS
-from stormwatch.formats.column_checks import Errors, blank_rows, collective_mask, int_values, null_rows, rows_mask
+from stormwatch.formats.column_checks import (
+    Errors,
+    blank_rows,
+    collective_mask,
+    decoded,
+    int_values,
+    null_rows,
+    rows_mask,
+    value_type,
+)
 from stormwatch.formats.v4_capabilities import check_capabilities, infer_capabilities
 
 _REQUIRED_NON_NULL = (
@@ -100,7 +110,7 @@ def _check_fields(table: pa.Table, v4: np.ndarray, raw: RowSource, errors: Error
         nulls = null_rows(table.column(name))
         errors.add(nulls[~raw.has_key(nulls, name)], f"missing required telemetry fields: {name}")
     metadata = table.column("metadata") if "metadata" in table.column_names else None
-    if metadata is None or not pa.types.is_struct(metadata.type):
+    if metadata is None or not pa.types.is_struct(value_type(metadata)):
         errors.add(np.ones(table.num_rows, dtype=bool), "metadata must be an object")
     else:
         errors.add(null_rows(metadata), "metadata must be an object")
@@ -163,7 +173,8 @@ def _session_ids(table: pa.Table, encoded: pd.Categorical, default_session_id: s
         return encoded
     fallback = pa.scalar(default_session_id, column.type)
     resolved = pc.if_else(pa.array(~rows_mask(unusable, table.num_rows)), column, fallback)
-    stated = _stated_session_ids(table.column("metadata")) if nulls.size and "metadata" in table.column_names else None
+    has_metadata = "metadata" in table.column_names
+    stated = _stated_session_ids(decoded(table.column("metadata"))) if nulls.size and has_metadata else None
     if stated is not None:
         bad = np.union1d(null_rows(stated), blank_rows(stated))
         usable = rows_mask(np.setdiff1d(nulls, bad), table.num_rows)
@@ -183,6 +194,8 @@ def table_events(table: pa.Table, source: RowSource, *, default_session_id: str)
     size = table.num_rows
     errors = Errors(size)
     v4 = _versions(table) == 4
+    if v4.any() and "metadata" in table.column_names:  # the capability checks read plain struct values
+        table = table.set_column(table.column_names.index("metadata"), "metadata", decoded(table.column("metadata")))
     non_sample = np.asarray(pc.fill_null(pc.not_equal(table.column("event_type"), "sample"), True))
     metadata_dicts, refused = source.metadata(np.flatnonzero(non_sample | v4), size)
     for row, reason in refused:
