@@ -32,7 +32,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stormwatch.events.frame import blank_positions, categorical, frame_from_columns
-from stormwatch.events.schema import COUNTER_COLUMNS, KNOWN_FIELDS, NULLABLE_CORE_V4, NULLABLE_REQUIRED_V3
+from stormwatch.events.schema import (
+    COUNTER_COLUMNS,
+    KNOWN_FIELDS,
+    NULLABLE_CORE_V4,
+    NULLABLE_REQUIRED_V3,
+    REQUIRED_V3_FIELDS,
+)
 from stormwatch.formats.arrow_reader import INT_FIELDS, STRING_FIELDS
 from stormwatch.formats.column_checks import (
     Errors,
@@ -46,18 +52,10 @@ from stormwatch.formats.column_checks import (
 )
 from stormwatch.formats.v4_capabilities import check_capabilities, infer_capabilities
 
-_REQUIRED_NON_NULL = (
-    "timestamp_ns",
-    "event_type",
-    "collector",
-    "sampling_interval_ms",
-    "pid",
-    "host",
-    "device_id",
-    "allocator_allocated_bytes",
-    "allocator_reserved_bytes",
-    "allocator_change_bytes",
-    "device_used_bytes",
+#: Required fields that must hold a value (session_id and metadata have rules of their own).
+_REQUIRED_NON_NULL = tuple(
+    name for name in REQUIRED_V3_FIELDS
+    if name not in NULLABLE_REQUIRED_V3 and name not in ("schema_version", "session_id", "metadata")
 )
 
 
