@@ -30,8 +30,8 @@ _COUNTERS = (
 
 
 def _counter(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
-    column = frame[name]
-    return column.to_numpy(dtype=np.int64, na_value=0), column.notna().to_numpy()
+    column = frame[name].array
+    return column.to_numpy(dtype=np.int64, na_value=0), ~np.asarray(column.isna(), dtype=bool)
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +95,8 @@ class JobColumns:
     def from_events(cls, events: pd.DataFrame) -> JobColumns:
         stamps = events["timestamp_ns"].to_numpy(dtype=np.int64)
         if len(stamps) and bool((np.diff(stamps) < 0).any()):
-            frame = events.iloc[np.argsort(stamps, kind="stable")].reset_index(drop=True)
+            order = np.argsort(stamps, kind="stable")
+            frame, stamps = events.iloc[order].reset_index(drop=True), stamps[order]
         else:  # the loader's order is already by time: no copy
             frame = events.reset_index(drop=True)
         kinds = Coded.of(frame["event_type"])
@@ -116,7 +117,7 @@ class JobColumns:
             context=context,
             session_id=Coded.of(frame["session_id"]),
             metadata=frame["metadata"].to_numpy(dtype=object),
-            timestamp_ns=frame["timestamp_ns"].to_numpy(dtype=np.int64),
+            timestamp_ns=stamps,
             rank=frame["rank"].to_numpy(dtype=np.int64),
             world_size=frame["world_size"].to_numpy(dtype=np.int64),
             is_sample=kinds.where(lambda kind: kind.strip().lower() == "sample"),

@@ -163,10 +163,11 @@ def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segment
     return UnitResult(_ordered(parts), parsed.warnings, legacy_flat=legacy)
 
 
-def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
+def _load_csv(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
     identity = tree.identity(unit.key)
     default = stable_legacy_session_id(identity, "csv")
-    parsed = read_csv(tree.read(unit.key), label=identity, default_session_id=default)
+    parsed = read_csv(tree.read(unit.key), label=identity, default_session_id=default,
+                      arrow_threads=reading.arrow_threads)
     source = f"artifact:{unit.name}"
     parts = []
     for sid, group in _by_session(parsed.frame):
@@ -225,5 +226,5 @@ def load_unit(
     if unit.kind is UnitKind.SINK:
         return _load_sink(tree, unit, reading)
     if unit.kind is UnitKind.CSV:
-        return _load_csv(tree, unit)
+        return _load_csv(tree, unit, reading)
     return _load_json(tree, unit, allocator or RankAllocator(), segments)
