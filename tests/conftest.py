@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from tests.reference_model import ensure_stormlog43
-from tests.tasks.backends import Backend, local_backend, s3_backend
-from tests.tasks.notify_servers import SmtpRecorder, WebhookServer, smtp_server, webhook_server
+from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, smtp_server, webhook_server
+from tests.tasks.storage.backends import Backend, local_backend, s3_backend
 
 _PREFECT_HOME = tempfile.mkdtemp(prefix="stormwatch-prefect-")
 for _name, _value in {

@@ -17,7 +17,7 @@ from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings
 from stormwatch.tasks.storage.s3 import S3Storage
 from tests.faults.proxy import FaultProxy, fault_proxy
-from tests.tasks.backends import Backend, s3_backend
+from tests.tasks.storage.backends import Backend, s3_backend
 
 
 @dataclass

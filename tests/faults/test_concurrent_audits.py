@@ -22,8 +22,8 @@ from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
 from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
-from tests.tasks.backends import Backend, local_backend
-from tests.tasks.notify_servers import WebhookServer, webhook_server
+from tests.tasks.notify.servers import WebhookServer, webhook_server
+from tests.tasks.storage.backends import Backend, local_backend
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 LOCK = "reports/.locks/audit.json"

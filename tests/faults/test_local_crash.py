@@ -18,7 +18,7 @@ from stormwatch.tasks.notify.dispatch import NotifySettings
 from stormwatch.tasks.notify.step import notify_step
 from stormwatch.tasks.publish import publish_fleet
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
-from tests.tasks.backends import Backend, local_backend
+from tests.tasks.storage.backends import Backend, local_backend
 
 
 def temporary_files(root: Path) -> list[str]:

@@ -23,7 +23,7 @@ from stormwatch.flows.parameters import AuditParameters
 from stormwatch.tasks.diagnose import AuditOptions, audit_one
 from tests.faults.conftest import FLEET_JOBS, Proxied, upload_fleet
 from tests.faults.proxy import Fault, Op
-from tests.tasks.backends import Backend
+from tests.tasks.storage.backends import Backend
 
 OLD = b'{"old": true}'
 NEW = orjson.dumps({"new": True, "padding": "x" * 4000})

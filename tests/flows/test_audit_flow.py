@@ -14,7 +14,7 @@ from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
 from tests import builders as b
-from tests.tasks.backends import Backend
+from tests.tasks.storage.backends import Backend
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

@@ -9,7 +9,7 @@ import pytest
 
 from stormwatch.flows.cli import main
 from tests import builders as b
-from tests.tasks.notify_servers import SmtpRecorder, WebhookServer
+from tests.tasks.notify.servers import SmtpRecorder, WebhookServer
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 SECRET = "s3cr3t-token-XYZ"

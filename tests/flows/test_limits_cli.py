@@ -13,7 +13,7 @@ from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.cli import main
 from stormwatch.flows.parameters import AuditParameters
 from tests import builders as b
-from tests.tasks.backends import Backend
+from tests.tasks.storage.backends import Backend
 
 MAX_EVENTS = 30  # busy-job holds 84 events, big-job 28, small-job 6
 
@@ -105,7 +105,7 @@ def test_audit_flow_caps(backend: Backend, tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("prefect_api")
 def test_audit_cli_caps(tmp_path: Path) -> None:
-    from tests.tasks.backends import local_backend
+    from tests.tasks.storage.backends import local_backend
 
     backend = local_backend(tmp_path / "fleet")
     (tmp_path / "src").mkdir()

@@ -19,7 +19,7 @@ from stormwatch.flows.cli import main
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.severity import FailOn
 from tests import builders as b
-from tests.tasks.notify_servers import WebhookServer
+from tests.tasks.notify.servers import WebhookServer
 
 SECRET = "pa55-in-a-flag-QQ"
 NOTIFY_VARIABLES = ("STORMWATCH_SLACK_WEBHOOK", "STORMWATCH_SMTP_URL", "STORMWATCH_EMAIL_TO", "STORMWATCH_EMAIL_FROM",

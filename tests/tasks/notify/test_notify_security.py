@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, SecretRef, notify_jobs
-from tests.tasks.notify_servers import (
+from tests.tasks.notify.servers import (
     HOSTILE_JOB_ID,
     WEBHOOK_PATH,
     SmtpRecorder,
@@ -22,7 +22,7 @@ from tests.tasks.notify_servers import (
     self_signed_tls,
     smtp_server,
 )
-from tests.tasks.test_notify import NOW, ONCALL, REPORTS, lines, states
+from tests.tasks.notify.test_notify import NOW, ONCALL, REPORTS, lines, states
 
 PASSWORD = "p@ss:w0rd/Secret%42"
 USER = "stormwatch-bot"

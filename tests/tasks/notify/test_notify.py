@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySettings, SecretRef, notify_jobs
-from tests.tasks.notify_servers import (
+from tests.tasks.notify.servers import (
     JOB_BUILDERS,
     SmtpRecorder,
     WebhookServer,

@@ -19,7 +19,7 @@ from stormwatch.tasks.storage.protocol import (
     model_json_key,
 )
 from tests.builders import write_multi_rank_job
-from tests.tasks.backends import Backend
+from tests.tasks.storage.backends import Backend
 
 # (raw folder name, words of the refusal reason, can a local folder have this name)
 HOSTILE_IDS = [

@@ -24,7 +24,7 @@ from stormwatch.tasks.storage.lease import (
 from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
 from stormwatch.tasks.storage.s3 import S3Storage
 from tests.faults.proxy import Fault, FaultProxy, Op, fault_proxy
-from tests.tasks.backends import Backend
+from tests.tasks.storage.backends import Backend
 
 T0 = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
 KEY = "reports/.locks/audit.json"

@@ -11,7 +11,7 @@ import pytest
 from stormwatch.tasks.storage.open import open_storage
 from stormwatch.tasks.storage.protocol import InputChangedError, StorageSettings
 from stormwatch.tasks.storage.s3 import S3Storage, client_config
-from tests.tasks.backends import s3_backend
+from tests.tasks.storage.backends import s3_backend
 
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens there
 

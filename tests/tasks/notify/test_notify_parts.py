@@ -25,7 +25,7 @@ from stormwatch.tasks.notify.ledger import (
 from stormwatch.tasks.notify.secrets import Redactor
 from stormwatch.tasks.notify.slack import MAX_SECTION_CHARS, job_section_text, slack_escape, slack_link, slack_payload
 from stormwatch.tasks.retry import RetryPolicy
-from tests.tasks.notify_servers import HOSTILE, document
+from tests.tasks.notify.servers import HOSTILE, document
 
 NOW = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
 
