@@ -34,7 +34,7 @@ from stormwatch.events.sessions import (
 )
 from stormwatch.formats.bundle import RankAllocator
 from stormwatch.load.artifact import Reading, UnitResult, load_unit, needs_allocator, register_ranks
-from stormwatch.load.discover import Unit, discover, unit_for_file
+from stormwatch.load.discover import Unit, UnitKind, discover, unit_for_file
 from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.tree import ArtifactTree, LocalTree
@@ -100,18 +100,27 @@ def _arrow_threads(sizes: Sequence[int | None]) -> list[bool]:
     return [size is None or size * _WORKERS > total for size in sizes]
 
 
+def _on_a_worker(unit: Unit) -> bool:
+    """Whether a unit is parsed ahead on a worker thread: not a bundle (bundles run in order),
+    and not a JSON document, which orjson and Python parse holding the GIL: a worker gains it
+    no time and keeps its memory in the worker's own heap arena (measured on the json shape,
+    all on the calling thread: first load 392 -> 336 ms, peak RSS 85 -> 54 MB)."""
+    return not needs_allocator(unit) and unit.kind is not UnitKind.JSON
+
+
 def _load_units(
     state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *, listed: bool = True
 ) -> Iterator[UnitResult]:
     """Results in input order, each counted against ``max_events``. Units that cannot
-    need a free rank are parsed ahead on threads (Arrow and numpy release the GIL);
+    need a free rank, and are not JSON documents, are parsed ahead on threads (Arrow and numpy
+    release the GIL; see :func:`_on_a_worker`);
     bundles wait for every earlier unit's ranks to be registered, as stormlog's
     sequential loader would. On :class:`JobLimitError` the units not yet started are cancelled."""
     readings: dict[int, Reading] = {}
     for tree, _ in inputs:
         if id(tree) not in readings:
             readings[id(tree)] = _reading(state, tree, listed=listed)
-    parallel = [index for index, (_, unit) in enumerate(inputs) if not needs_allocator(unit)]
+    parallel = [index for index, (_, unit) in enumerate(inputs) if _on_a_worker(unit)]
     sizes = [readings[id(inputs[index][0])].unit_bytes(*inputs[index]) for index in parallel]
     threads = dict(zip(parallel, _arrow_threads(sizes), strict=True))
     mappings = MappingPool()
@@ -128,7 +137,8 @@ def _load_units(
             if future is not None:
                 result = future.result()
             else:
-                result = load_unit(tree, unit, allocator=state.allocator, reading=readings[id(tree)])
+                allocator = state.allocator if needs_allocator(unit) else None
+                result = load_unit(tree, unit, allocator=allocator, reading=readings[id(tree)])
             state.count(result)
             register_ranks(result.parts, state.allocator)
             yield result
