@@ -109,4 +109,35 @@ def read_table(data: Buffer, lines: LineIndex, *, threads: bool = True) -> pa.Ta
             table.validate(full=True)
     except (pa.ArrowException, ValueError):
         return None
+    if not lines.ascii and not _names_are_text(table.schema):  # ... and into key names
+        return None
     return table
+
+
+def _names_are_text(schema: pa.Schema) -> bool:
+    """Whether every key name, at any depth, is valid UTF-8 (the validation does not check them)."""
+    try:
+        schema.names  # noqa: B018 (decodes every top-level name)
+        nested_names(schema)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def nested_names(schema: pa.Schema) -> frozenset[str]:
+    """Every key name that occurs below the top level of the table's objects (any depth).
+
+    Raises UnicodeDecodeError for a name that is not UTF-8 (:func:`read_table` refuses
+    tables holding one).
+    """
+    nested: set[str] = set()
+    pending = [field.type for field in schema]
+    while pending:
+        kind = pending.pop()
+        if pa.types.is_struct(kind):
+            for index in range(kind.num_fields):
+                nested.add(kind.field(index).name)
+                pending.append(kind.field(index).type)
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            pending.append(kind.value_type)
+    return frozenset(nested)

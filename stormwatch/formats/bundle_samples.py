@@ -42,7 +42,10 @@ def _plain(values: list[Any], *, integers: bool) -> np.ndarray | None:
     """``values`` as an int64 (``integers``) or float64 array when numpy reads them as plain
     numbers of that kind (ints and bools; for floats, ints too), the values Python's
     ``int()``/``float()`` give them; else None (strings, None, ints past 64 bits...)."""
-    array = np.asarray(values)
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):  # lists of uneven depth, say: not numbers
+        return None
     if array.ndim != 1:  # nested lists: not numbers
         return None
     if array.dtype == np.int64 or array.dtype == np.bool_:

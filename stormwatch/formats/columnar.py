@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stormwatch.formats.arrow_reader import read_table
+from stormwatch.formats.arrow_reader import nested_names, read_table
 from stormwatch.formats.column_checks import int_values
 from stormwatch.formats.json_value import parse_json_value
 from stormwatch.formats.lines import Buffer, LineIndex
@@ -65,29 +65,10 @@ class ColumnarResult:
     problems: tuple[tuple[int, str], ...]
 
 
-def nested_names(schema: pa.Schema) -> frozenset[str] | None:
-    """Every key name that occurs below the top level of the table's objects (any depth);
-    None when one is not valid UTF-8 (Arrow lets such names through): then any may be nested."""
-    names: set[str] = set()
-    pending = [field.type for field in schema]
-    while pending:
-        kind = pending.pop()
-        if pa.types.is_struct(kind):
-            for index in range(kind.num_fields):
-                try:
-                    names.add(kind.field(index).name)
-                except UnicodeDecodeError:
-                    return None
-                pending.append(kind.field(index).type)
-        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
-            pending.append(kind.value_type)
-    return frozenset(names)
-
-
 class _RawLines:
     """The raw text of chosen lines: ``positions`` map table rows to line positions."""
 
-    def __init__(self, data: Buffer, lines: LineIndex, positions: np.ndarray, nested: frozenset[str] | None) -> None:
+    def __init__(self, data: Buffer, lines: LineIndex, positions: np.ndarray, nested: frozenset[str]) -> None:
         self.data, self.lines, self.positions, self.nested = data, lines, positions, nested
         self._array: pa.Array | None = None
 
@@ -103,7 +84,7 @@ class _RawLines:
         taken = self._array.take(pa.array(self.positions[rows]))
         if _PLAIN_NAME.fullmatch(key):
             found = np.asarray(pc.match_substring_regex(taken, f'[{{,]{_SPACE}"{key}"{_SPACE}:'), dtype=bool)
-            if self.nested is not None and key not in self.nested:
+            if key not in self.nested:
                 return found
         else:
             found = np.asarray(pc.match_substring(taken, f'"{key}"'), dtype=bool)
@@ -123,7 +104,7 @@ class _RawLines:
         Lines whose metadata text is the same share one ``dict`` (see :class:`_SharedMetadata`)."""
         out = np.full(size, None, dtype=object)
         refused: list[tuple[int, str]] = []
-        if rows.size >= _SHARE_MIN_ROWS and self.nested is not None and "metadata" not in self.nested:
+        if rows.size >= _SHARE_MIN_ROWS and "metadata" not in self.nested:
             rows = _SharedMetadata(self, rows).fill(out, refused)
         for row in rows.tolist():
             self.parse_into(out, row, refused)

@@ -303,3 +303,24 @@ def test_bundle_manifest_session_id_with_a_lone_surrogate_keeps_the_samples(tmp_
     files = _edit_json(_bundle(tmp_path), "bundle/manifest.json", edit)
     _assert_reported(_load(files), "bundle/manifest.json", total=3)
     assert sum(s.event_count for s in _load(files).sessions) == 3
+
+
+def test_v4_metadata_key_that_is_not_utf8_is_reported() -> None:
+    """Fuzz case 1302 (seed 0): bytes ``c0 af`` inside a v4 line's metadata key name crashed the
+    columnar capability checks (Arrow lets such key names through its validation)."""
+    lines = [json.dumps(b.make_v4_record(timestamp_ns=b.START_NS + i, allocated=b.GIB + i)) for i in range(6)]
+    damaged = lines[3].replace('"metadata": {', '"metadata": {"KEY": 1, ', 1)
+    data = _jsonl([*lines[:3], damaged, *lines[4:]]).replace(b"KEY", b"\xc0\xaf", 1)
+    loaded = _load({"v4.jsonl": data})
+    _assert_reported(loaded, "v4.jsonl", total=6)
+    assert len(loaded.events) == 5 and any(f"{ROOT}/v4.jsonl:4" in w for w in loaded.warnings), loaded.warnings
+
+
+def test_bundle_sample_list_holding_a_list_is_reported(tmp_path: Path) -> None:
+    """Fuzz case 2471 (seed 0): ``reserved`` holding ``[1142947840]`` among numbers crashed the
+    numpy reading of the sample lists; that sample alone is dropped, with its number."""
+    key = "bundle/telemetry_timeline.json"
+    files = _edit_json(_bundle(tmp_path), key, lambda doc: doc["reserved"].__setitem__(1, [5]))
+    loaded = _load(files)
+    assert len(loaded.events) == 2
+    assert any(f"{ROOT}/{key}:2" in w for w in loaded.warnings), loaded.warnings
