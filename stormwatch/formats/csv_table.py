@@ -94,9 +94,9 @@ def read_cells(data: bytes, *, threads: bool = True) -> pa.Table | None:
         table = pcsv.read_csv(
             pa.py_buffer(data), read_options=_READS[threads], parse_options=_PARSE, convert_options=_CONVERT
         )
+        names = table.column_names  # a header name that is not UTF-8 raises UnicodeDecodeError here
     except (pa.ArrowException, ValueError):
         return None
-    names = table.column_names
     if len(set(names)) != len(names) or not _REQUIRED_COLUMNS <= set(names) <= _COLUMNS:
         return None
     limit = csv.field_size_limit()

@@ -324,3 +324,12 @@ def test_bundle_sample_list_holding_a_list_is_reported(tmp_path: Path) -> None:
     loaded = _load(files)
     assert len(loaded.events) == 2
     assert any(f"{ROOT}/{key}:2" in w for w in loaded.warnings), loaded.warnings
+
+
+def test_csv_header_name_that_is_not_utf8_is_reported(tmp_path: Path) -> None:
+    """Fuzz case 541 (seed 1): a byte ``f5`` in a CSV header name crashed the columnar read of
+    the header (Arrow keeps the bytes; decoding the name raised); the file is read row by row."""
+    path = b.write_cpu_tracker_export(tmp_path / "cpu_events.csv", fmt="csv", samples=4)
+    data = path.read_bytes().replace(b"collector", b"coll\xf5ctor", 1)
+    loaded = _load({"cpu_events.csv": data})
+    _assert_reported(loaded, "cpu_events.csv", total=len(data.splitlines()) - 1)
