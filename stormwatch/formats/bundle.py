@@ -22,7 +22,7 @@ from stormwatch.events.session_ids import stable_legacy_session_id
 from stormwatch.events.sessions import SessionStatus, SessionSummary, parse_status, summary_from_mapping
 from stormwatch.formats.bad_input import describe_problems
 from stormwatch.formats.bundle_samples import sample_events
-from stormwatch.formats.json_value import parse_json_value
+from stormwatch.formats.json_value import parse_json_object, parse_json_value
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?<!local[_-])rank[_-]?(?P<rank>\d+)(?:[^0-9]|$)", re.IGNORECASE)
 
@@ -134,13 +134,8 @@ def summary_from_bundle_manifest(
     An old-layout manifest without ``created_iso`` starts at the first sample
     (stormlog stamps the time of loading, which would change on every run).
     """
-    if data is None:
-        return None
-    try:
-        payload = parse_json_value(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(payload, Mapping):
+    payload = None if data is None else parse_json_object(data)
+    if payload is None:
         return None
     nested = payload.get("session")
     if isinstance(nested, Mapping):

@@ -9,6 +9,7 @@ can read raises :class:`ValueError` (or :class:`UnicodeDecodeError`), never
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -27,3 +28,13 @@ def parse_json_value(raw: bytes) -> Any:
             return json.loads(raw.decode("utf-8"))
         except RecursionError as exc:
             raise TooDeepError("nested too deeply") from exc
+
+
+def parse_json_object(raw: bytes) -> Mapping[str, Any] | None:
+    """The JSON object in ``raw``, or None when it is no JSON, or JSON that is not an object
+    (how manifests are read: a bad one is ignored, never an error)."""
+    try:
+        value = parse_json_value(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, Mapping) else None

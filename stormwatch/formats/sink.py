@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormwatch.events.sessions import SessionSummary, summary_from_mapping
-from stormwatch.formats.json_value import parse_json_value
+from stormwatch.formats.json_value import parse_json_object
 
 MANIFEST_NAME = "manifest.json"
 SEGMENT_PREFIX = "segment-"
@@ -42,11 +42,8 @@ def _manifest_int(value: Any, *, default: int, minimum: int) -> int:
 
 def parse_manifest(data: bytes) -> SinkManifest | None:
     """The manifest in ``data``, or None when it is not a JSON object."""
-    try:
-        payload = parse_json_value(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(payload, Mapping):
+    payload = parse_json_object(data)
+    if payload is None:
         return None
     version = _manifest_int(payload.get("schema_version", 1), default=1, minimum=1)
     sessions: list[SessionSummary] = []
