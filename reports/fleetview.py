@@ -1,9 +1,13 @@
-"""A parsed fleet.json as the fleet index's view: one row per job, plus the data its
-inline script sorts and filters by (embedded as a JSON block, never as JS source).
+"""A parsed fleet.json as the fleet index's view: one row per job, in the pipeline's order
+(job id), with the sort keys the inline script orders them by.
+
+The page renders only the first :data:`PAGE_SIZE` rows as HTML (readable without
+JavaScript); every row goes to the script as the compact JSON block of
+:mod:`stormwatch.reports.fleetdata`, so a 10,000-job fleet stays a few MB and opens fast.
 
 Every string may be hostile telemetry (job ids, signals, errors): kept as plain text,
-escaped by the template. The report link is only ever a relative path into the
-reports folder, percent-encoded segment by segment (no scheme, no ``..``).
+escaped by the template (and set as text by the script). The report link is only ever a
+relative path into the reports folder, percent-encoded segment by segment (no scheme, no ``..``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from stormwatch.severity import Severity
 STATUSES = tuple(status.value for status in JobStatus)
 VERDICT_ORDER = {status.value: status.rank for status in VerdictStatus}
 SEVERITY_ORDER = {severity.value: severity.level for severity in Severity}
+PAGE_SIZE = 100  # rows per page, server-rendered (page 1) and paged by the script
+SORT_KEYS = ("job", "status", "verdict", "worst", "cause", "ranks", "diagnosed")  # th data-key values
 SUMMARY_KEYS = ("jobs", *STATUSES, *(status.value for status in VerdictStatus if status is not VerdictStatus.EMPTY))
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -32,7 +38,7 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 class FleetRow:
     index: int
     job_id: str
-    status: str  # one of STATUSES or "other" (a CSS class)
+    status: str  # one of STATUSES, "none" or "other" (a CSS class)
     verdict: str  # a VERDICT_ORDER key, "none" or "other" (a CSS class)
     worst: str  # a SEVERITY_ORDER key or "none" (a CSS class)
     summary: str
@@ -44,6 +50,7 @@ class FleetRow:
     diagnosed_at: str
     report_href: str | None
     error: str
+    sort_keys: tuple[Any, ...]  # per SORT_KEYS name, a value comparable across rows (ascending order)
 
 
 @dataclass(frozen=True)
@@ -51,8 +58,12 @@ class FleetView:
     generated_at: str
     storage: str
     counts: tuple[tuple[str, str], ...]  # (label, value)
-    rows: tuple[FleetRow, ...]
-    data: tuple[dict[str, Any], ...]  # per row, in row order: sort keys and search text for the script
+    rows: tuple[FleetRow, ...]  # every job, in fleet.json's order
+
+    @property
+    def first_page(self) -> tuple[FleetRow, ...]:
+        """The rows rendered as HTML: the first :data:`PAGE_SIZE`."""
+        return self.rows[:PAGE_SIZE]
 
 
 def report_href(value: Any) -> str | None:
@@ -92,7 +103,7 @@ def _cause(item: Any) -> tuple[str, str]:
     return headline, " · ".join(part for part in parts if part)
 
 
-def _row(index: int, job: Mapping[str, Any]) -> tuple[FleetRow, dict[str, Any]]:
+def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
     status = _known(job.get("status"), STATUSES)
     verdict = _known(job.get("verdict"), VERDICT_ORDER)
     most_severe = job.get("most_severe") if isinstance(job.get("most_severe"), Mapping) else None
@@ -103,7 +114,7 @@ def _row(index: int, job: Mapping[str, Any]) -> tuple[FleetRow, dict[str, Any]]:
     missing = [rank for rank in as_list(job.get("missing_ranks")) if as_int(rank) is not None]
     ranks = f"{present}/{expected}" if present is not None and expected is not None else NOT_AVAILABLE
     diagnosed_at = job.get("diagnosed_at") if isinstance(job.get("diagnosed_at"), str) else None
-    row = FleetRow(
+    return FleetRow(
         index=index,
         job_id=_text(job.get("job_id")),
         status=status,
@@ -118,26 +129,21 @@ def _row(index: int, job: Mapping[str, Any]) -> tuple[FleetRow, dict[str, Any]]:
         diagnosed_at=format_iso(diagnosed_at),
         report_href=report_href(job.get("report")),
         error=_text(job.get("error")),
+        sort_keys=(
+            _text(job.get("job_id")).casefold(),
+            STATUSES.index(status) if status in STATUSES else len(STATUSES),
+            VERDICT_ORDER.get(verdict, -1),
+            SEVERITY_ORDER.get(worst, 0),
+            cause.casefold(),
+            (len(missing), present if present is not None else -1),
+            diagnosed_at or "",
+        ),
     )
-    keys = {
-        "job": row.job_id.casefold(),
-        "status": STATUSES.index(status) if status in STATUSES else len(STATUSES),
-        "verdict": VERDICT_ORDER.get(verdict, -1),
-        "worst": SEVERITY_ORDER.get(worst, 0),
-        "cause": cause.casefold(),
-        "ranks": [len(missing), present if present is not None else -1],
-        "diagnosed": diagnosed_at or "",
-        "tags": [status, verdict],
-        "text": " ".join([row.job_id, status, verdict, worst, row.summary, cause, detail, severe, row.error])
-        .casefold(),
-    }
-    return row, keys
 
 
 def fleet_view(fleet: Mapping[str, Any]) -> FleetView:
     """Rows in the pipeline's order (the script re-sorts on demand) and the summary counts."""
     jobs = [job for job in as_list(fleet.get("jobs")) if isinstance(job, Mapping)]
-    built = [_row(index, job) for index, job in enumerate(jobs)]
     summary = as_mapping(fleet.get("summary"))
     counts = tuple((key, _text(summary.get(key, NOT_AVAILABLE))) for key in SUMMARY_KEYS)
     generated = fleet.get("generated_at") if isinstance(fleet.get("generated_at"), str) else None
@@ -145,6 +151,5 @@ def fleet_view(fleet: Mapping[str, Any]) -> FleetView:
         generated_at=format_iso(generated),
         storage=_text(fleet.get("storage")) or NOT_AVAILABLE,
         counts=counts,
-        rows=tuple(row for row, _ in built),
-        data=tuple(keys for _, keys in built),
+        rows=tuple(_row(index, job) for index, job in enumerate(jobs)),
     )

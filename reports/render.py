@@ -21,7 +21,8 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from stormwatch.reports.fleetview import fleet_view
+from stormwatch.reports.fleetdata import fleet_data
+from stormwatch.reports.fleetview import PAGE_SIZE, fleet_view
 from stormwatch.reports.jobview import job_view
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -83,6 +84,8 @@ def render_job(document: Mapping[str, Any]) -> str:
 
 
 def render_index(fleet: Mapping[str, Any]) -> str:
-    """The fleet index page, from the parsed fleet.json."""
+    """The fleet index page, from the parsed fleet.json: the first page of jobs as HTML, every
+    job in the JSON data block that the page's script pages, sorts and filters."""
     view = fleet_view(fleet)
-    return _page("index.html.j2", script_name="index.js", fleet=view, data=script_json(list(view.data)))
+    return _page("index.html.j2", script_name="index.js", fleet=view, page_size=PAGE_SIZE,
+                 data=script_json(fleet_data(view.rows)))

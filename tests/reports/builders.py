@@ -158,3 +158,35 @@ def make_fleet(*, jobs: Sequence[Mapping[str, Any]], storage: str = "/srv/stormw
         summary[key] = sum(job["verdict"] == key for job in jobs)
     return {"schema_version": 1, "generated_at": generated_at, "storage": storage, "summary": summary,
             "jobs": [dict(job) for job in jobs]}
+
+
+HOSTILE_JOB_IDS = ("</script><!--<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "<!-- &amp; \u2028",
+                   "it's (quoted)!*")
+
+
+def make_large_fleet(count: int) -> dict[str, Any]:
+    """A fleet.json of ``count`` jobs in job id order, as the pipeline writes it: diagnosed jobs of
+    every verdict (with indicators, missing ranks), skipped, failed and refused ones, and job ids
+    carrying markup (one in 97; ids starting ``zz-`` sort onto the last page, ``!`` onto the first)."""
+    verdicts = ("clean", "clean", "info", "warning", "critical", "empty")
+    jobs = []
+    for index in range(count):
+        job_id = f"team-{index % 7}-pretrain-run-{index:05d}"
+        if index % 97 == 0:
+            job_id = f"{'zz-' if index % 2 else '!-'}{index:05d}-{HOSTILE_JOB_IDS[index % len(HOSTILE_JOB_IDS)]}"
+        if index % 31 == 5:
+            jobs.append(make_fleet_job(job_id=job_id, status="failed" if index % 2 else "refused",
+                                       error=f"OSError: truncated segment-{index:06d}.jsonl"))
+            continue
+        verdict = verdicts[index % len(verdicts)]
+        indicator = None if verdict in ("clean", "empty") else make_indicator(
+            rank=index % 8, signal=("gap:transient_spike", "gap:persistent_drift")[index % 2], severity=verdict,
+            timestamp_ns=b.START_NS + index * 10**9, phase_path=f"train / step {index}", confidence=0.5)
+        missing = [index % 8] if verdict == "critical" and index % 3 == 0 else []
+        jobs.append(make_fleet_job(
+            job_id=job_id, status="skipped" if index % 10 == 9 else "diagnosed", verdict=verdict,
+            earliest=indicator, most_severe=indicator, ranks_present=8 - len(missing), missing_ranks=missing,
+            diagnosed_at=f"2026-11-{1 + index % 28:02d}T{index % 24:02d}:00:00+00:00",
+            report=None if index % 53 == 7 else "",
+        ))
+    return make_fleet(jobs=sorted(jobs, key=lambda job: job["job_id"]))

@@ -1,0 +1,105 @@
+"""The fleet index's data block: every job of the fleet, compact, for ``index.js`` to page,
+sort and filter (embedded as ``<script type="application/json">``, never as JS source).
+
+Layout (one JSON object; ``render.script_json`` escapes ``<``, ``>``, ``&``, U+2028/9 in it):
+
+``columns``
+    names of the row fields, in row order: :data:`COLUMNS`.
+``rows``
+    one array per job, in fleet.json's order (the order of the server-rendered first page).
+    ``status`` / ``verdict`` / ``worst`` are indices into ``statuses`` / ``verdicts`` /
+    ``severities`` (names that are also CSS classes). A text field holds its string, or an
+    int: an index into ``strings``, for text shared by several jobs (summaries, causes,
+    errors). ``href`` is null (no report link), ``""`` for the usual link, which the script
+    builds as ``encodeURIComponent(job) + "/report.html"`` (only when that gives exactly
+    :func:`~stormwatch.reports.fleetview.report_href`'s link), or the link itself.
+``order``
+    per sort key (:data:`~stormwatch.reports.fleetview.SORT_KEYS`), each row's dense rank
+    (equal keys share a rank; 0 sorts first ascending), so the script sorts every job with
+    Python's ordering of the keys without shipping them.
+``page_size``
+    rows per page.
+
+A job therefore costs its id, the text unique to it (its first cause's detail, its
+diagnosis time) and a few small ints: about 200 bytes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from stormwatch.reports.fleetview import PAGE_SIZE, SEVERITY_ORDER, SORT_KEYS, STATUSES, VERDICT_ORDER, FleetRow
+
+COLUMNS = ("job", "status", "verdict", "worst", "summary", "cause", "detail", "severe", "ranks", "missing",
+           "diagnosed", "error", "href")
+VOCABULARIES = {
+    "statuses": (*STATUSES, "none", "other"),
+    "verdicts": ("none", *VERDICT_ORDER, "other"),
+    "severities": ("none", *SEVERITY_ORDER, "other"),
+}
+_SHARED = ("summary", "cause", "detail", "severe", "ranks", "missing", "diagnosed", "error")
+_MIN_SHARED_CHARS = 4  # shorter text is no longer than its index
+_URI_COMPONENT_SAFE = "-_.!~*'()"  # what encodeURIComponent leaves as is, besides letters and digits
+REPORT_FILE = "report.html"
+
+
+def script_href(job_id: str) -> str | None:
+    """The link ``index.js`` builds for ``job_id``: ``encodeURIComponent(job_id) + "/report.html"``;
+    None where the script could not (a lone surrogate, which encodeURIComponent refuses)."""
+    try:
+        return f"{quote(job_id, safe=_URI_COMPONENT_SAFE)}/{REPORT_FILE}"
+    except UnicodeEncodeError:
+        return None
+
+
+def _href(row: FleetRow) -> str | None:
+    if row.report_href is None:
+        return None
+    return "" if row.report_href == script_href(row.job_id) else row.report_href
+
+
+def dense_ranks(keys: Sequence[Any]) -> list[int]:
+    """Each key's rank among the distinct keys, ascending from 0 (equal keys, equal ranks)."""
+    rank = {key: position for position, key in enumerate(sorted(set(keys)))}
+    return [rank[key] for key in keys]
+
+
+def _fields(row: FleetRow) -> dict[str, Any]:
+    return {
+        "job": row.job_id,
+        "status": VOCABULARIES["statuses"].index(row.status),
+        "verdict": VOCABULARIES["verdicts"].index(row.verdict),
+        "worst": VOCABULARIES["severities"].index(row.worst),
+        "summary": row.summary,
+        "cause": row.first_cause,
+        "detail": row.first_cause_detail,
+        "severe": row.most_severe,
+        "ranks": row.ranks,
+        "missing": row.missing,
+        "diagnosed": row.diagnosed_at,
+        "error": row.error,
+        "href": _href(row),
+    }
+
+
+def fleet_data(rows: Sequence[FleetRow]) -> dict[str, Any]:
+    """The data block of ``rows`` (see the module docstring for its layout)."""
+    fields = [_fields(row) for row in rows]
+    uses = Counter(item[name] for item in fields for name in _SHARED)
+    shared = [text for text, count in uses.items() if count > 1 and len(text) >= _MIN_SHARED_CHARS]
+    index = {text: position for position, text in enumerate(shared)}
+    for item in fields:
+        for name in _SHARED:
+            item[name] = index.get(item[name], item[name])
+    return {
+        "columns": list(COLUMNS),
+        **{name: list(values) for name, values in VOCABULARIES.items()},
+        "strings": shared,
+        "rows": [[item[name] for name in COLUMNS] for item in fields],
+        "order": {name: dense_ranks([row.sort_keys[position] for row in rows])
+                  for position, name in enumerate(SORT_KEYS)},
+        "page_size": PAGE_SIZE,
+    }
