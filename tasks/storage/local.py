@@ -28,6 +28,7 @@ from typing import BinaryIO
 
 from stormwatch.load.file_mappings import MappingPool, lend_file
 from stormwatch.load.tree import Entry
+from stormwatch.tasks.storage.inventory import Inventory, build_inventory
 from stormwatch.tasks.storage.protocol import (
     JobListing,
     JobNotFoundError,
@@ -180,15 +181,43 @@ class LocalStorage:
                     found.append(Entry(path.relative_to(job_dir).as_posix(), info.st_size, str(info.st_mtime_ns)))
         return sorted(found, key=lambda entry: entry.key)
 
+    def take_inventory(self) -> Inventory:
+        """One walk of the jobs folder (each job's files and stats) and one look into each
+        reports folder."""
+        listing = self.list_jobs()
+        entries: dict[str, list[Entry]] = {}
+        for job_id in listing.job_ids:
+            try:
+                entries[job_id] = self._entries(self._job_dir(job_id))
+            except StorageError:
+                continue  # gone (or moved outside) since it was listed: it fails alone when fetched
+        return build_inventory(listing, entries, self._report_keys(listing.job_ids))
+
+    def _report_keys(self, job_ids: Sequence[str]) -> list[str]:
+        keys: list[str] = []
+        for job_id in job_ids:
+            try:
+                with os.scandir(self.reports_dir / job_id) as found:
+                    keys += [f"{job_id}/{item.name}" for item in found if item.is_file(follow_symlinks=False)]
+            except OSError:
+                continue  # no reports yet
+        return keys
+
     def fetch_job(
-        self, job_id: str, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+        self,
+        job_id: str,
+        *,
+        max_bytes: int | None = None,
+        max_artifact_bytes: int | None = None,
+        entries: Sequence[Entry] | None = None,
     ) -> LocalJobTree:
         """The job's folder as a lazy tree; ``max_artifact_bytes`` needs no work here, since the
-        loader stats each file before reading it."""
+        loader stats each file before reading it. ``entries``: the job's files as already listed
+        (an inventory), else they are listed here."""
         job_dir = self._job_dir(job_id)
-        entries = self._entries(job_dir)
-        check_size(job_id, entries, max_bytes)
-        return LocalJobTree(job_dir, entries)
+        listed = list(entries) if entries is not None else self._entries(job_dir)
+        check_size(job_id, listed, max_bytes)
+        return LocalJobTree(job_dir, listed)
 
     def job_source(self, job_id: str) -> str:
         """The job folder's absolute path (the fetched tree's identity resolves symbolic links)."""

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
 from stormwatch.load.tree import ArtifactTree, Entry
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError, segment_problem
+
+if TYPE_CHECKING:  # inventory builds on this module's listing types
+    from stormwatch.tasks.storage.inventory import Inventory
 
 INDEX_HTML_KEY = "index.html"
 FLEET_JSON_KEY = "fleet.json"
@@ -231,10 +234,21 @@ class Storage(Protocol):
         """Every input object of a job, key relative to its folder, sorted; version = ETag or mtime_ns."""
         ...
 
+    def take_inventory(self) -> Inventory:
+        """Every job with its entries, and which jobs have their reports, in as few requests as
+        the backend can (see :mod:`.inventory`)."""
+        ...
+
     def fetch_job(
-        self, job_id: str, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+        self,
+        job_id: str,
+        *,
+        max_bytes: int | None = None,
+        max_artifact_bytes: int | None = None,
+        entries: Sequence[Entry] | None = None,
     ) -> ArtifactTree:
-        """The job's inputs as an artifact tree; identity(key) is an absolute path or s3:// URI."""
+        """The job's inputs as an artifact tree; identity(key) is an absolute path or s3:// URI.
+        ``entries``: the job's objects as already listed (they are listed again when None)."""
         ...
 
     def job_source(self, job_id: str) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,6 +33,7 @@ from botocore.exceptions import (
 )
 
 from stormwatch.load.tree import Entry, MemoryTree
+from stormwatch.tasks.storage.inventory import Inventory, build_inventory
 from stormwatch.tasks.storage.protocol import (
     InputChangedError,
     JobListing,
@@ -118,23 +120,49 @@ class S3Storage:
     def job_entries(self, job_id: str) -> list[Entry]:
         return self._entries_under(self._jobs_base() + check_job_id(job_id) + "/")
 
-    def _entries_under(self, base: str) -> list[Entry]:
+    def _objects(self, base: str) -> Iterator[dict[str, Any]]:
+        """Every object under ``base``, one paginated listing."""
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base)
+        for page in pages:
+            yield from page.get("Contents", ())
+
+    def _input(self, item: Mapping[str, Any], key: str) -> Entry | None:
+        """A listed object as an input entry (``key`` relative to its job), None when it is none."""
+        if not key or key.endswith("/"):
+            return None  # a folder marker, not an input
+        if any(part in ("", ".", "..") for part in key.split("/")):
+            log.warning("skipping %s: key with an empty or dot segment", self._uri(item["Key"]))
+            return None
+        return Entry(key, int(item["Size"]), str(item["ETag"]).strip('"'))
+
+    def _entries_under(self, base: str) -> list[Entry]:
         found: list[Entry] = []
         seen_any = False
-        for page in pages:
-            for item in page.get("Contents", ()):
-                seen_any = True
-                key = item["Key"][len(base) :]
-                if not key or key.endswith("/"):
-                    continue  # a folder marker, not an input
-                if any(part in ("", ".", "..") for part in key.split("/")):
-                    log.warning("skipping %s: key with an empty or dot segment", self._uri(item["Key"]))
-                    continue
-                found.append(Entry(key, int(item["Size"]), str(item["ETag"]).strip('"')))
+        for item in self._objects(base):
+            seen_any = True
+            entry = self._input(item, item["Key"][len(base) :])
+            if entry is not None:
+                found.append(entry)
         if not seen_any:
             raise JobNotFoundError(f"no objects under {self._uri(base)}")
         return sorted(found, key=lambda entry: entry.key)
+
+    def take_inventory(self) -> Inventory:
+        """Two paginated listings, whatever the number of jobs: ``jobs/`` whole, then ``reports/``."""
+        base = self._jobs_base()
+        names: set[str] = set()
+        entries: dict[str, list[Entry]] = {}
+        for item in self._objects(base):
+            job_id, slash, key = item["Key"][len(base) :].partition("/")
+            if not slash:
+                continue  # an object directly under jobs/ is no job folder
+            names.add(job_id)
+            entry = self._input(item, key)
+            if entry is not None:
+                entries.setdefault(job_id, []).append(entry)
+        reports_base = self._key(*self.settings.reports_parts) + "/"
+        reports = [item["Key"][len(reports_base) :] for item in self._objects(reports_base)]
+        return build_inventory(build_listing(names), entries, reports)
 
     def _get_bytes(self, key: str, **conditions: str) -> tuple[bytes, str]:
         """An object's whole body and ETag; a body that arrives short or damaged is fetched again,
@@ -168,13 +196,19 @@ class S3Storage:
         return data
 
     def fetch_job(
-        self, job_id: str, *, max_bytes: int | None = None, max_artifact_bytes: int | None = None
+        self,
+        job_id: str,
+        *,
+        max_bytes: int | None = None,
+        max_artifact_bytes: int | None = None,
+        entries: Sequence[Entry] | None = None,
     ) -> MemoryTree:
         """Every input read into memory, ``max_concurrency`` at a time, each read pinned to
         the listed ETag so the bytes match the versions the fingerprint is built from.
         An object over ``max_artifact_bytes`` is not downloaded: the tree lists it as
-        withheld, with its size, and the loader skips it with a warning."""
-        entries = self.job_entries(job_id)
+        withheld, with its size, and the loader skips it with a warning. ``entries``: the
+        job's objects as already listed (an inventory), else they are listed here."""
+        entries = list(entries) if entries is not None else self.job_entries(job_id)
         check_size(job_id, entries, max_bytes)
         return self._read_all(self._jobs_base() + job_id + "/", entries, name=self.job_source(job_id),
                               max_artifact_bytes=max_artifact_bytes)

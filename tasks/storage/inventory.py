@@ -1,0 +1,70 @@
+"""One listing of a whole storage root: every job's inputs, and which jobs have their reports.
+
+An audit decides which jobs changed from this alone (a fingerprint per job, compared
+with the previous fleet.json), so an unchanged job costs no request of its own. The
+backends build it in as few calls as they can: one paginated listing of ``jobs/`` and
+one of ``reports/`` on S3, one walk of each folder locally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from stormwatch.load.tree import Entry
+from stormwatch.outputs.model_json import input_fingerprint
+from stormwatch.tasks.storage.protocol import JobListing, RefusedJob
+
+#: The report files of a job that an unchanged job must still have to be skipped.
+REPORT_FILES = ("model.json", "report.html")
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """A job's input objects as listed (keys relative to its folder, sorted); sizes in bytes."""
+
+    job_id: str
+    entries: tuple[Entry, ...]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(entry.size_bytes for entry in self.entries)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """What model.json records as ``input_fingerprint`` for these inputs."""
+        return input_fingerprint(self.entries)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Every job folder found (valid ids sorted, refused ones apart) with its inputs, and the ids
+    of the jobs whose reports folder holds every one of :data:`REPORT_FILES`."""
+
+    jobs: tuple[JobInputs, ...]
+    refused: tuple[RefusedJob, ...] = ()
+    reported: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(job.size_bytes for job in self.jobs)
+
+    def job(self, job_id: str) -> JobInputs | None:
+        return next((job for job in self.jobs if job.job_id == job_id), None)
+
+
+def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]], reports: Iterable[str]) -> Inventory:
+    """An inventory from a listing, each valid job's entries (a job without any has none) and
+    the report keys found (relative to the reports prefix: ``<job_id>/model.json``, ...)."""
+    jobs = tuple(
+        JobInputs(job_id, tuple(sorted(entries.get(job_id, ()), key=lambda entry: entry.key)))
+        for job_id in listing.job_ids
+    )
+    files: dict[str, set[str]] = {}
+    for key in reports:
+        job_id, _, name = key.partition("/")
+        if name in REPORT_FILES:
+            files.setdefault(job_id, set()).add(name)
+    reported = frozenset(job_id for job_id, names in files.items() if names >= set(REPORT_FILES))
+    return Inventory(jobs, listing.refused, reported)
