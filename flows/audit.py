@@ -1,13 +1,16 @@
 """``nightly-audit``: diagnose every changed job under a storage root, then publish the fleet.
 
-Steps: list jobs (refused ids are recorded, never touched); one ``diagnose-job``
-task per job (model.json and report.html), in parallel on the flow's task
-runner (threads by default, a Dask cluster when asked); fleet.json,
-fleet.parquet and index.html; a link artifact per published report;
-notifications for critical first causes. The whole run holds the storage's
-audit lease (:mod:`stormwatch.tasks.storage.lease`): a second audit started meanwhile returns at
-once, so outputs are never written, nor notifications sent, twice.
-A job that fails is recorded as failed with its error; the others go on.
+Steps: one inventory of the storage (every job's inputs, refused ids apart) and the
+previous fleet.json; jobs whose inputs and options are unchanged keep their rows
+without a request of their own; the others are diagnosed in batches sized by bytes
+(:mod:`stormwatch.tasks.batches`), one ``diagnose-batch`` task each, in parallel on
+the flow's task runner (threads by default, a Dask cluster when asked), their jobs
+on the engine's worker processes (:mod:`stormwatch.tasks.engine_pool`); fleet.json,
+fleet.parquet and index.html; link artifacts; notifications for critical first causes.
+The whole run holds the storage's audit lease (:mod:`stormwatch.tasks.storage.lease`):
+a second audit started meanwhile returns at once, so outputs are never written, nor
+notifications sent, twice. A job that fails is recorded as failed with its error; the
+others go on.
 """
 
 from __future__ import annotations
@@ -15,99 +18,66 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_link_artifact
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.futures import PrefectFuture, as_completed
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Column
 
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.flows.parameters import AuditParameters
+from stormwatch.flows.progress import JobProgress
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
-from stormwatch.tasks.diagnose import AuditOptions, JobOutcome, diagnose_job
+from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
+from stormwatch.tasks.batches import Batch, batch_by_bytes
+from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_inventory
+from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
 from stormwatch.tasks.notify.dispatch import NotifySettings
-from stormwatch.tasks.notify.step import notify_task
+from stormwatch.tasks.notify.step import UnchangedJob, notify_task
+from stormwatch.tasks.plan import AuditPlan, plan_audit
 from stormwatch.tasks.publish import publish_fleet_task
-from stormwatch.tasks.retry import FLEET_IO_RETRY
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, JobListing, StorageSettings
+from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings
 
-PROGRESS_MIN_JOBS = 4
-
-
-@task(name="list-jobs", **FLEET_IO_RETRY.task_options())
-def list_jobs(settings: StorageSettings) -> JobListing:
-    return storage_for(settings).list_jobs()
+#: Reports listed in the audit's markdown artifact (the index lists them all).
+ARTIFACT_REPORTS = 200
 
 
-class JobProgress:
-    """A rich progress bar on stderr for the jobs of an audit, as a context manager.
-
-    Shown only when asked, when stderr is a terminal and when at least :data:`PROGRESS_MIN_JOBS`
-    jobs run; otherwise nothing is written. ``step`` counts one finished job (``done`` never
-    exceeds ``total``) and shows its id (first 40 characters, as plain text: a job id is never
-    read as rich markup). Leaving the block stops the bar, keeping its last line.
-    """
-
-    def __init__(self, total: int, *, enabled: bool) -> None:
-        self.total, self.done = total, 0
-        self.enabled = enabled and total >= PROGRESS_MIN_JOBS and sys.stderr.isatty()
-        self._bar: Progress | None = None
-        self._task: TaskID | None = None
-
-    def __enter__(self) -> JobProgress:
-        if self.enabled:
-            label = TextColumn("{task.description}", markup=False,
-                               table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))  # the rest of a line
-            self._bar = Progress(BarColumn(bar_width=30), TextColumn("{task.completed:.0f}/{task.total:.0f} jobs"),
-                                 TimeElapsedColumn(), label, expand=True,
-                                 console=Console(file=sys.stderr, force_terminal=True))
-            self._task = self._bar.add_task("", total=self.total)
-            self._bar.start()
-        return self
-
-    def step(self, label: str) -> None:
-        self.done = min(self.done + 1, self.total)
-        if self._bar is not None and self._task is not None:
-            self._bar.update(self._task, completed=self.done, description=label[:40], refresh=True)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-
-def _outcome(future: PrefectFuture[JobOutcome], job_id: str) -> JobOutcome:
-    """The task's outcome, or a failed row carrying its error (the local result, not the API's state)."""
+def _batch_outcomes(future: PrefectFuture[list[JobOutcome]], batch: Batch) -> list[JobOutcome]:
+    """The batch's outcomes; when the task run itself failed (a crashed Dask worker, say), a failed
+    row per job carrying its error (the local result, not the API's state)."""
     try:
         result: Any = future.result(raise_on_failure=False)
     except Exception as exc:  # a crashed run raises even without raise_on_failure
         result = exc
-    if isinstance(result, JobOutcome):
+    if isinstance(result, list) and all(isinstance(item, JobOutcome) for item in result):
         return result
-    error = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else repr(result)
-    return JobOutcome(failed_row(job_id, status=JobStatus.FAILED, error=error))
+    error = result if isinstance(result, BaseException) else f"batch ended without outcomes: {result!r}"
+    return [failed_outcome(job.job_id, error) for job in batch.jobs]
 
 
-def run_jobs(
-    settings: StorageSettings, job_ids: Sequence[str], options: AuditOptions, *, progress: bool = False
+def run_batches(
+    settings: StorageSettings,
+    batches: Sequence[Batch],
+    options: AuditOptions,
+    engine: EngineSettings,
+    *,
+    progress: bool = False,
 ) -> list[JobOutcome]:
-    """Submit one task per job and collect an outcome per job, failed ones included."""
-    futures = {diagnose_job.submit(settings, job_id, options): job_id for job_id in job_ids}
+    """Submit one task per batch and collect an outcome per job, failed ones included."""
+    futures = {diagnose_batch.submit(settings, batch, options, engine): batch for batch in batches}
     outcomes: list[JobOutcome] = []
-    with JobProgress(len(futures), enabled=progress) as bar:
+    with JobProgress(sum(len(batch.jobs) for batch in batches), enabled=progress) as bar:
         for future in as_completed(list(futures)):
-            job_id = futures[future]
-            outcomes.append(_outcome(future, job_id))
-            bar.step(job_id)
+            batch = futures[future]
+            done = _batch_outcomes(future, batch)
+            outcomes += done
+            bar.step(done[-1].row.job_id if done else "", jobs=len(batch.jobs))
     return outcomes
 
 
@@ -128,11 +98,16 @@ def notify_settings(params: AuditParameters, *, digest: bool) -> NotifySettings:
 
 
 def notify_outcomes(
-    settings: StorageSettings, outcomes: Sequence[JobOutcome], notify: NotifySettings
+    settings: StorageSettings,
+    outcomes: Sequence[JobOutcome],
+    notify: NotifySettings,
+    *,
+    unchanged: Sequence[UnchangedJob] = (),
 ) -> dict[str, Any]:
-    """Run the notify step; its failure is logged, never the audit's."""
+    """Run the notify step (for unchanged jobs, only those the ledger has not settled); its failure
+    is logged, never the audit's."""
     findings = [outcome.finding for outcome in outcomes if outcome.finding is not None]
-    future = notify_task.submit(settings, findings, notify, datetime.now(UTC))
+    future = notify_task.submit(settings, findings, notify, datetime.now(UTC), unchanged)
     result: Any = future.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         get_run_logger().error("notifications not processed: %s", type(result).__name__)
@@ -147,16 +122,30 @@ def artifact_key(job_id: str) -> str:
     return f"report-{cleaned}-{digest}"
 
 
+def _link_text(job_id: str) -> str:
+    return re.sub(r"[\[\]()<>`*_|]", "", job_id)[:120] or "report"
+
+
 def link_reports(settings: StorageSettings, rows: Sequence[FleetRow], options: AuditOptions) -> int:
-    """A Prefect link artifact for the index and each report published in this run."""
+    """Prefect artifacts for this run, a fixed few whatever the number of jobs: a link to the
+    index, a link per critical report published, and one markdown list of the reports published
+    (the most severe first, up to :data:`ARTIFACT_REPORTS`). Returns the reports published."""
     storage = storage_for(settings)
     create_link_artifact(link=options.report_link(storage, INDEX_HTML_KEY), link_text="fleet index",
                          key="stormwatch-fleet-index", description="stormwatch fleet index")
     published = [row for row in rows if row.status is JobStatus.DIAGNOSED and row.report]
+    published.sort(key=lambda row: (-(row.verdict.rank if row.verdict else 0), row.job_id))
     for row in published:
-        text = re.sub(r"[\[\]()<>`*_]", "", row.job_id)[:120] or "report"
-        create_link_artifact(link=options.report_link(storage, str(row.report)), link_text=text,
-                             key=artifact_key(row.job_id), description=f"{row.verdict} - stormwatch report")
+        if row.verdict is VerdictStatus.CRITICAL:
+            create_link_artifact(link=options.report_link(storage, str(row.report)), link_text=_link_text(row.job_id),
+                                 key=artifact_key(row.job_id), description=f"{row.verdict} - stormwatch report")
+    if published:
+        lines = [f"- {row.verdict}: [{_link_text(row.job_id)}]({options.report_link(storage, str(row.report))})"
+                 for row in published[:ARTIFACT_REPORTS]]
+        if len(published) > ARTIFACT_REPORTS:
+            lines.append(f"- ... {len(published) - ARTIFACT_REPORTS} more in the fleet index")
+        create_markdown_artifact(markdown="\n".join([f"{len(published)} reports published", "", *lines]),
+                                 key="stormwatch-audit-reports", description="reports published by this audit")
     return len(published)
 
 
@@ -172,6 +161,37 @@ def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]
         "refused": sorted(row.job_id for row in rows if row.status is JobStatus.REFUSED),
         "critical": sorted(row.job_id for row in rows if row.verdict is VerdictStatus.CRITICAL),
     }
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """What the jobs of an audit came to: every row (diagnosed, failed, unchanged, refused), the
+    outcomes of the jobs diagnosed now, and the plan (unchanged jobs and their ranks)."""
+
+    rows: list[FleetRow]
+    outcomes: list[JobOutcome]
+    plan: AuditPlan
+
+
+def audit_jobs(
+    settings: StorageSettings, params: AuditParameters, options: AuditOptions, *, progress: bool
+) -> AuditRun:
+    """Inventory, plan, batches: the work done under the lease before publishing."""
+    logger = get_run_logger()
+    inventory = take_inventory(settings)
+    plan = plan_audit(inventory, read_previous(settings, inventory), options=options)
+    engine = params.engine_settings()
+    batches = batch_by_bytes(plan.diagnose, sizing=params.batch_sizing(), parallelism=engine.parallelism)
+    logger.info("%d jobs: %d to diagnose (%d bytes, %d batches), %d unchanged, %d refused ids",
+                len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), len(plan.unchanged),
+                len(inventory.refused))
+    try:
+        outcomes = run_batches(settings, batches, options, engine, progress=progress)
+    finally:
+        close_shared_pools()
+    rows = [outcome.row for outcome in outcomes] + list(plan.unchanged)
+    rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
+    return AuditRun(rows, outcomes, plan)
 
 
 @flow(name="nightly-audit", log_prints=False)
@@ -191,18 +211,17 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
         return {**result, "lease": message}
     try:
         with lease.kept_alive():
-            listing = list_jobs(settings)
-            logger.info("%d jobs to audit, %d refused ids", len(listing.job_ids), len(listing.refused))
-            outcomes = run_jobs(settings, listing.job_ids, options, progress=progress)
-            rows = [outcome.row for outcome in outcomes]
-            rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in listing.refused]
+            done = audit_jobs(settings, params, options, progress=progress)
+            rows, plan = done.rows, done.plan
             lease.renew()  # still ours before writing fleet-wide outputs (raises LeaseLostError if not)
-            fleet = publish_fleet_task(settings, rows, datetime.now(UTC))
+            fleet = publish_fleet_task(settings, rows, datetime.now(UTC), plan.unchanged_ranks)
             link_reports(settings, rows, options)
             result = summarise(rows, fleet)
-            result["index"] = options.report_link(storage_for(settings), INDEX_HTML_KEY)
+            storage = storage_for(settings)
+            result["index"] = options.report_link(storage, INDEX_HTML_KEY)
+            unchanged = [UnchangedJob(row, options.report_link(storage, str(row.report))) for row in plan.unchanged]
             lease.renew()  # and before notifying: a lost lease must never send twice
-            result["notifications"] = notify_outcomes(settings, outcomes, notify)
+            result["notifications"] = notify_outcomes(settings, done.outcomes, notify, unchanged=unchanged)
     finally:
         lease.release()
     logger.info("audit done: %s", result["summary"])

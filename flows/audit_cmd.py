@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from stormwatch.flows import prefect_env
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
 from stormwatch.severity import FailOn, Severity
+from stormwatch.tasks.batches import BatchSizing
+from stormwatch.tasks.engine_pool import EngineMode
 
 if TYPE_CHECKING:
     from stormwatch.flows.parameters import AuditParameters
@@ -56,9 +58,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     audit = commands.add_parser("audit", help="diagnose every changed job under a storage root (Prefect flow)")
     storage_arguments(audit)
     audit.add_argument("--force", action="store_true", help="re-diagnose jobs whose inputs did not change")
-    audit.add_argument("--workers", type=int, default=4, help="parallel jobs (threads)")
+    audit.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="engine workers diagnosing jobs at once (default: one per core)")
+    audit.add_argument("--engine", default=None, choices=[mode.value for mode in EngineMode],
+                       help="where jobs run: worker processes (default), threads, or inline "
+                            "(the default with --dask-address: each Dask worker is a process)")
+    audit.add_argument("--batch-bytes", type=int, default=None, metavar="N",
+                       help=f"most input bytes one diagnose-batch task takes (default {BatchSizing().max_bytes})")
     audit.add_argument("--dask-address", default=None, metavar="ADDR",
-                       help="run the jobs on an existing Dask cluster (tcp://host:8786) through prefect-dask")
+                       help="run the batches on an existing Dask cluster (tcp://host:8786) through prefect-dask")
     audit.set_defaults(run=run_audit)
     serve = commands.add_parser("serve", help="serve the nightly-audit (cron) and post-job deployments")
     storage_arguments(serve)
@@ -71,14 +79,16 @@ def resolve_storage(args: argparse.Namespace) -> str | None:
     return args.storage or os.environ.get("STORMWATCH_STORAGE")
 
 
-def task_runner(workers: int, dask_address: str | None) -> Any:
+def task_runner(params: AuditParameters, dask_address: str | None) -> Any:
+    """Batches on a Dask cluster when given its address, else on threads of this process: twice as
+    many as engine workers, so the workers are fed while a batch waits for its last job."""
     if dask_address:
         from prefect_dask import DaskTaskRunner
 
         return DaskTaskRunner(address=dask_address)
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    return ThreadPoolTaskRunner(max_workers=max(1, workers))
+    return ThreadPoolTaskRunner(max_workers=2 * params.engine_settings().parallelism)
 
 
 def print_audit(result: dict[str, Any]) -> None:
@@ -135,7 +145,23 @@ def audit_parameters(args: argparse.Namespace, *, storage: str) -> AuditParamete
         "email_from": args.email_from,
         "slack_webhook_block": args.slack_webhook_block,
         "smtp_url_block": args.smtp_url_block,
+        **engine_choices(args),
     })
+
+
+def engine_choices(args: argparse.Namespace) -> dict[str, object]:
+    """``audit``'s engine flags as parameters (``serve`` has none: the defaults); with a Dask
+    address the engine runs inline on the Dask workers unless told otherwise."""
+    choices: dict[str, object] = {}
+    engine = getattr(args, "engine", None)
+    if engine is None and getattr(args, "dask_address", None):
+        engine = EngineMode.INLINE.value
+    if engine is not None:
+        choices["engine"] = engine
+    for name in ("workers", "batch_bytes"):
+        if getattr(args, name, None) is not None:
+            choices[name] = getattr(args, name)
+    return choices
 
 
 def prepare(args: argparse.Namespace) -> AuditParameters | None:
@@ -161,7 +187,7 @@ def run_audit(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     from stormwatch.flows.audit import nightly_audit
 
-    flow = nightly_audit.with_options(task_runner=task_runner(args.workers, args.dask_address))
+    flow = nightly_audit.with_options(task_runner=task_runner(params, args.dask_address))
     result = flow(params, progress=True)
     print_audit(result)
     return int(result["exit_code"])

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.load.limits import LoadLimits
 from stormwatch.severity import FailOn
+from stormwatch.tasks.batches import BatchSizing
+from stormwatch.tasks.engine_pool import EngineMode, EngineSettings
 from stormwatch.tasks.notify.settings import plain_error
 from stormwatch.tasks.storage.protocol import StorageSettings
 
@@ -34,7 +36,8 @@ _OPTIONAL_TEXT = ("endpoint_url", "report_base_url", "email_to", "email_from", "
 class AuditParameters(BaseModel):
     """Where to audit and how; the same for a whole audit and for one job (``post-job``).
 
-    Units: ``max_job_bytes`` caps one job's total input in bytes (a larger job fails);
+    Units: ``max_job_bytes`` caps one job's total input in bytes (a larger job fails); ``batch_bytes``
+    bounds the input of one diagnose-batch task, in bytes (at least 1 MiB);
     ``max_artifact_bytes`` (bytes) and ``max_events`` (events) are the loader's caps, ``None``
     for their defaults, positive when given. Invariants: frozen; no unknown field; ``storage``
     not blank; blank optional texts are ``None``; no URL holds a password.
@@ -62,6 +65,11 @@ class AuditParameters(BaseModel):
     email_from: str | None = Field(default=None, description="sender address")
     slack_webhook_block: str | None = Field(default=None, description="Prefect Secret block with the webhook URL")
     smtp_url_block: str | None = Field(default=None, description="Prefect Secret block with the SMTP URL")
+    engine: EngineMode = Field(default=EngineMode.PROCESSES,
+                               description="where jobs run: worker processes, threads, or inline (on Dask workers)")
+    workers: int | None = Field(default=None, ge=1, description="engine workers (processes or threads); default: cores")
+    batch_bytes: int = Field(default=BatchSizing().max_bytes, ge=1 << 20,
+                             description="bytes: most input one diagnose-batch task takes (a larger job runs alone)")
 
     @field_validator("storage")
     @classmethod
@@ -99,6 +107,13 @@ class AuditParameters(BaseModel):
     def load_caps(self) -> dict[str, int | None]:
         """``max_artifact_bytes`` and ``max_events`` (``None``: the loader's default)."""
         return {"max_artifact_bytes": self.max_artifact_bytes, "max_events": self.max_events}
+
+    def engine_settings(self) -> EngineSettings:
+        return EngineSettings(mode=self.engine, workers=self.workers)
+
+    def batch_sizing(self) -> BatchSizing:
+        sizing = BatchSizing()
+        return BatchSizing(max_bytes=self.batch_bytes, min_bytes=min(sizing.min_bytes, self.batch_bytes))
 
     def storage_settings(self) -> StorageSettings:
         return StorageSettings(uri=self.storage, endpoint_url=self.endpoint_url)

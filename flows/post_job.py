@@ -13,15 +13,29 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings, run_jobs
+from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.outputs.fleet import JobStatus, failed_row
 from stormwatch.outputs.verdict import ExitCode
+from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
+from stormwatch.tasks.diagnose import diagnose_job
 from stormwatch.tasks.publish import update_fleet_task
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import check_job_id
+from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
+
+
+def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions) -> JobOutcome:
+    """The job's outcome; a task run that failed past its retries gives a failed row with its error."""
+    future = diagnose_job.submit(settings, job_id, options)
+    try:
+        result: Any = future.result(raise_on_failure=False)
+    except Exception as exc:  # a crashed run raises even without raise_on_failure
+        result = exc
+    if isinstance(result, JobOutcome):
+        return result
+    return failed_outcome(job_id, result if isinstance(result, BaseException) else repr(result))
 
 
 @flow(name="post-job", log_prints=False)
@@ -52,7 +66,7 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
         return {"job": row.as_json(), "exit_code": int(ExitCode.ERROR), "lease": message}
     try:
         with lease.kept_alive():
-            (outcome,) = run_jobs(settings, [job_id], options)
+            outcome = diagnose_one(settings, job_id, options)
             row = outcome.row
             lease.renew()
             update_fleet_task(settings, row, datetime.now(UTC))

@@ -1,10 +1,11 @@
-"""The per-job step of an audit: fetch a job's inputs, diagnose them, store model.json.
+"""One job of an audit: fetch its inputs, diagnose them, store model.json and report.html.
 
-One Prefect task per job (Prefect's own cost is ~11-100 ms a task). The task
-is retried with back-off only when a storage or network step failed
-(:data:`~stormwatch.tasks.retry.DIAGNOSE_JOB_RETRY`, :func:`~stormwatch.tasks.retry.is_transient`);
-an engine error or a refused job fails at once, and the flow records the job as failed without
-stopping the others.
+Plain functions, no Prefect: they run in the flow's threads, in the engine's worker
+processes (:mod:`stormwatch.tasks.engine_pool`) or on Dask workers, so everything they
+take and return pickles. :func:`run_job` never raises for a job: a storage or network
+failure is retried with back-off (:data:`~stormwatch.tasks.retry.DIAGNOSE_JOB_RETRY`,
+:func:`~stormwatch.tasks.retry.is_transient`), and whatever still fails, or fails at once
+(bad input the engine refuses, a job over its byte cap), becomes that job's failed row.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from prefect import task
 
 from stormwatch.diagnose import DiagnoseOptions, diagnose
-from stormwatch.outputs.fleet import FleetRow, JobStatus, row_from_document
+from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, row_from_document
 from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.outputs.verdict import VerdictStatus, exit_code_for
 from stormwatch.reports.render import render_job
 from stormwatch.tasks.notify.dispatch import JobFinding
-from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, is_transient
+from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy
+from stormwatch.tasks.storage.inventory import JobInputs
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
     Storage,
@@ -40,12 +41,14 @@ class AuditOptions:
 
     ``report_base_url``: where ``reports/`` is served over http(s), for links in
     notifications (else links are the storage's own ``s3://`` or ``file://`` URIs).
+    ``job_retry``: attempts and waits for a job whose storage or network step failed transiently.
     """
 
     diagnose: DiagnoseOptions = DiagnoseOptions()
     force: bool = False
     max_bytes: int | None = None
     report_base_url: str | None = None
+    job_retry: RetryPolicy = DIAGNOSE_JOB_RETRY
 
     def report_link(self, storage: Storage, key: str) -> str:
         if self.report_base_url:
@@ -100,21 +103,34 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
-    tree = storage.fetch_job(job_id, max_bytes=options.max_bytes,
-                             max_artifact_bytes=options.diagnose.limits.max_artifact_bytes)
-    diagnosis = diagnose(tree, job_id=job_id, source_name=storage.job_source(job_id), options=options.diagnose,
-                         entries=entries)
-    storage.write_report(model_json_key(job_id), diagnosis.model_json(), content_type="application/json")
+    return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options)
+
+
+def diagnose_inputs(storage: Storage, job: JobInputs, *, options: AuditOptions) -> JobOutcome:
+    """Diagnose a job from its listed inputs (no skip check here) and store its reports."""
+    tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
+                             max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
+    diagnosis = diagnose(tree, job_id=job.job_id, source_name=storage.job_source(job.job_id),
+                         options=options.diagnose, entries=job.entries)
+    report = report_html_key(job.job_id)
+    storage.write_report(model_json_key(job.job_id), diagnosis.model_json(), content_type="application/json")
     storage.write_report(report, render_job(diagnosis.document).encode("utf-8"), content_type=HTML)
     row = row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report=report)
-    return JobOutcome(row, _finding(diagnosis.document, link))
+    return JobOutcome(row, _finding(diagnosis.document, options.report_link(storage, report)))
 
 
-@task(
-    name="diagnose-job",
-    task_run_name="diagnose-{job_id}",
-    **DIAGNOSE_JOB_RETRY.task_options(retry_if=is_transient),
-)
-def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> JobOutcome:
-    """Prefect task: :func:`audit_one` on the storage ``settings`` name."""
-    return audit_one(storage_for(settings), job_id, options=options)
+def failed_outcome(job_id: str, error: BaseException | str) -> JobOutcome:
+    """A job that could not be diagnosed: its row carries the error, ``Type: message``."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return JobOutcome(failed_row(job_id, status=JobStatus.FAILED, error=text))
+
+
+def run_job(job: JobInputs, settings: StorageSettings, options: AuditOptions) -> JobOutcome:
+    """:func:`diagnose_inputs` on this process's storage for ``settings``, retried while it fails
+    transiently (``options.job_retry``); never raises for the job (its failure is its row)."""
+    outcome: list[JobOutcome] = []
+    attempted = options.job_retry.run(
+        lambda: outcome.append(diagnose_inputs(storage_for(settings), job, options=options)))
+    if attempted.error is not None:
+        return failed_outcome(job.job_id, attempted.error)
+    return outcome[0]

@@ -15,9 +15,9 @@ import orjson
 import pandas as pd
 from prefect import task
 
-from stormwatch.outputs.fleet import FleetRow, fleet_document, merge_rank_tables, rank_table
+from stormwatch.outputs.fleet import FleetRow, fleet_document, merge_rank_tables, with_carried_ranks
 from stormwatch.reports.render import render_index
-from stormwatch.tasks.diagnose import HTML
+from stormwatch.tasks.audit_job import HTML
 from stormwatch.tasks.retry import FLEET_IO_RETRY
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
@@ -36,13 +36,21 @@ def parquet_bytes(table: pd.DataFrame) -> bytes:
 
 
 def publish_fleet(
-    storage: Storage, rows: Sequence[FleetRow], *, generated_at: datetime, storage_uri: str
+    storage: Storage,
+    rows: Sequence[FleetRow],
+    *,
+    generated_at: datetime,
+    storage_uri: str,
+    carried_ranks: pd.DataFrame | None = None,
 ) -> dict[str, object]:
-    """Write fleet.json and fleet.parquet; returns the fleet document."""
+    """Write fleet.json, fleet.parquet and index.html; returns the fleet document.
+
+    ``carried_ranks``: fleet.parquet rows of jobs whose rows were carried over unchanged (their
+    rank rows are not in ``rows``), written with the ranks of ``rows``."""
     document = fleet_document(rows, generated_at=generated_at, storage=storage_uri)
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
                          content_type="application/json")
-    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(rank_table(rows)),
+    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(with_carried_ranks(carried_ranks, rows)),
                          content_type="application/vnd.apache.parquet")
     storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
     return document
@@ -70,6 +78,10 @@ def update_fleet_task(settings: StorageSettings, row: FleetRow, generated_at: da
 
 @task(name="publish-fleet", **FLEET_IO_RETRY.task_options())
 def publish_fleet_task(
-    settings: StorageSettings, rows: Sequence[FleetRow], generated_at: datetime
+    settings: StorageSettings,
+    rows: Sequence[FleetRow],
+    generated_at: datetime,
+    carried_ranks: pd.DataFrame | None = None,
 ) -> dict[str, object]:
-    return publish_fleet(storage_for(settings), rows, generated_at=generated_at, storage_uri=settings.uri)
+    return publish_fleet(storage_for(settings), rows, generated_at=generated_at, storage_uri=settings.uri,
+                         carried_ranks=carried_ranks)

@@ -44,6 +44,7 @@ class FleetRow:
     missing_ranks: tuple[int, ...] = ()
     diagnosed_at: str | None = None
     input_fingerprint: str | None = None
+    options: dict[str, Any] | None = None
     report: str | None = None
     error: str | None = None
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
@@ -100,6 +101,7 @@ def row_from_document(
         missing_ranks=tuple(model.get("missing_ranks", ())),
         diagnosed_at=document.get("generated_at"),
         input_fingerprint=document.get("input_fingerprint"),
+        options=document.get("options"),
         report=report,
         rank_rows=rows,
     )
@@ -142,6 +144,16 @@ def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -
         return fresh
     kept = previous[~previous["job_id"].isin([row.job_id for row in rows])]
     merged = pd.concat([kept[list(RANK_COLUMNS)], fresh], ignore_index=True)
+    return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
+
+
+def with_carried_ranks(carried: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
+    """The ranks of ``rows`` (those diagnosed now) with ``carried``: the previous fleet.parquet rows
+    of jobs whose rows were carried over unchanged (none of them among ``rows``' rank rows)."""
+    fresh = rank_table(rows)
+    if carried is None or carried.empty:
+        return fresh
+    merged = pd.concat([carried[list(RANK_COLUMNS)].astype(fresh.dtypes.to_dict()), fresh], ignore_index=True)
     return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
 
 

@@ -166,3 +166,28 @@ def pending_job_ids(
         if decision.severity.level >= notify_on.level
         and any(decision.status(channel) != ChannelStatus.SENT for channel in wanted)
     }
+
+
+def undecided(
+    state: LedgerState, job_id: str, indicators: Mapping[str, Mapping[str, Any] | None], *,
+    channels: Iterable[ChannelName], notify_on: Severity,
+) -> bool:
+    """Whether a job's first-cause indicators (by kind: rank, signal, timestamp_ns, severity) still
+    need a decision: one has none in the ledger, or reaches ``notify_on`` and is not yet sent on
+    one of ``channels`` (the configured ones). A job for which this is False needs no finding."""
+    wanted = tuple(channels)
+    for kind, item in indicators.items():
+        if not item:
+            continue
+        try:
+            key = FindingKey(job_id, kind, int(item["rank"]), str(item["signal"]), int(item["timestamp_ns"]))
+            severity = Severity(item["severity"])
+        except (KeyError, TypeError, ValueError):
+            return True  # unreadable here: let the model.json decide
+        decision = state.latest.get(key)
+        if decision is None:
+            return True
+        if severity.level >= notify_on.level and any(decision.status(channel) != ChannelStatus.SENT
+                                                     for channel in wanted):
+            return True
+    return False

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from stormwatch.tasks.diagnose import diagnose_job
 from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings
 from stormwatch.tasks.storage.s3 import S3Storage
@@ -80,12 +80,16 @@ def proxied(proxy: FaultProxy, s3_bucket: str, moto_client: Any) -> Proxied:
 
 @pytest.fixture
 def quick_task_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The flows' task retries without their waits (2-20 s in production); retry counts unchanged."""
+    """The flows' task and job retries without their waits (2-20 s in production); counts unchanged.
+    Audits run their jobs on threads here, so the request counters and patches see them."""
     from stormwatch.flows import audit
 
-    monkeypatch.setattr(audit, "diagnose_job", diagnose_job.with_options(retry_delay_seconds=0))
     monkeypatch.setattr(audit, "publish_fleet_task", publish_fleet_task.with_options(retry_delay_seconds=0))
-    monkeypatch.setattr(audit, "list_jobs", audit.list_jobs.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(audit, "take_inventory", audit.take_inventory.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(audit, "read_previous", audit.read_previous.with_options(retry_delay_seconds=0))
+    options = audit.audit_options
+    quick = RetryPolicy(DIAGNOSE_JOB_RETRY.attempts, tuple(0.0 for _ in DIAGNOSE_JOB_RETRY.delays_s))
+    monkeypatch.setattr(audit, "audit_options", lambda params: dataclasses.replace(options(params), job_retry=quick))
 
 
 FLEET_JOBS = ("clean-job", "critical-job", "small-job")

@@ -52,13 +52,13 @@ def test_two_audits_at_once_one_works_and_each_finding_is_sent_once(
 ) -> None:
     upload_fleet(backend, fleet_files)
     other_returned = threading.Event()
-    listing = stormwatch.flows.audit.list_jobs
+    listing = stormwatch.flows.audit.take_inventory
 
     def list_once_the_other_returned(settings: Any) -> Any:
         other_returned.wait(timeout=120)  # the holder works only after the other run gave up: they overlapped
         return listing(settings)
 
-    monkeypatch.setattr(stormwatch.flows.audit, "list_jobs", list_once_the_other_returned)
+    monkeypatch.setattr(stormwatch.flows.audit, "take_inventory", list_once_the_other_returned)
     start = threading.Barrier(2)
     results: list[dict[str, Any]] = []
     errors: list[BaseException] = []

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from stormwatch.outputs.fleet import FleetRow
-from stormwatch.tasks.diagnose import AuditOptions, audit_one
+from stormwatch.tasks.audit_job import AuditOptions, audit_one
 from stormwatch.tasks.notify.dispatch import NotifySettings
 from stormwatch.tasks.notify.step import notify_step
 from stormwatch.tasks.publish import publish_fleet

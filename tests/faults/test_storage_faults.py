@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 from botocore.exceptions import BotoCoreError
 
-import stormwatch.tasks.diagnose
+import stormwatch.tasks.audit_job
 import stormwatch.tasks.retry
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
-from stormwatch.tasks.diagnose import AuditOptions, audit_one
+from stormwatch.tasks.audit_job import AuditOptions, diagnose_inputs
+from stormwatch.tasks.storage.inventory import JobInputs
 from tests.faults.conftest import FLEET_JOBS, Proxied, upload_fleet
 from tests.faults.proxy import Fault, Op
 from tests.tasks.storage.backends import Backend
@@ -117,8 +118,9 @@ def test_a_body_cut_short_every_time_is_an_error_never_partial_bytes(proxied: Pr
 
 
 def run(proxied: Proxied, **options: Any) -> dict[str, Any]:
+    """An audit with its jobs on threads of this process, where the request counter sees them."""
     return nightly_audit(AuditParameters(storage=proxied.settings.uri, endpoint_url=proxied.settings.endpoint_url,
-                                         **options))
+                                         engine="threads", **options))
 
 
 def fleet_jobs(backend: Backend) -> dict[str, dict[str, Any]]:
@@ -133,7 +135,7 @@ EXPECTED = {"clean-job": ("diagnosed", "clean"), "critical-job": ("diagnosed", "
             "small-job": ("diagnosed", "clean")}
 COLD_PLAN = [
     Plan("jobs listing 500", Fault.ERROR_500, LIST, "*/jobs/", times=2),
-    Plan("job listing reset", Fault.RESET, LIST, "*/jobs/critical-job/"),
+    Plan("reports listing reset", Fault.RESET, LIST, "*/reports/"),
     Plan("input GET 500", Fault.ERROR_500, GET, "*/jobs/*", times=2),
     Plan("input GET reset", Fault.RESET, GET, "*/jobs/clean-job/*", times=2),
     Plan("input GET cut short", Fault.TRUNCATE, GET, "*/jobs/small-job/*", times=2),
@@ -143,8 +145,8 @@ COLD_PLAN = [
     Plan("lease PUT applied, reset", Fault.RESET, PUT, "*/.locks/*", after=True),
 ]
 WARM_PLAN = [
-    Plan("model.json GET cut short", Fault.TRUNCATE, GET, "*/model.json", times=3),
-    Plan("model.json GET reset", Fault.RESET, GET, "*/model.json"),
+    Plan("fleet.json GET cut short", Fault.TRUNCATE, GET, "*/fleet.json", times=3),
+    Plan("fleet.parquet GET reset", Fault.RESET, GET, "*/fleet.parquet"),
     Plan("ledger GET cut short", Fault.TRUNCATE, GET, "*/notifications.jsonl"),
     Plan("lease GET 500", Fault.ERROR_500, GET, "*/.locks/*"),
     Plan("fleet.parquet PUT SlowDown", Fault.SLOW_DOWN, PUT, "*/fleet.parquet"),
@@ -178,7 +180,7 @@ def test_audits_complete_through_faults_on_every_step(proxied: Proxied, fleet_fi
     for plan in WARM_PLAN:
         plan.inject(proxied)
     warm = run(proxied)
-    # a model.json cut short was read again, not taken as absent: the unchanged jobs are skipped
+    # a fleet.json cut short was read again, not taken as absent: the unchanged jobs are skipped
     assert (warm["summary"]["diagnosed"], warm["summary"]["skipped"], warm["failed"]) == (1, 2, [])
     assert proxied.proxy.injected() == planned(WARM_PLAN)
     assert (proxied.direct.get("reports/notifications.jsonl") or b"").startswith(ledger)  # nothing lost or re-sent
@@ -195,11 +197,11 @@ def test_a_job_failing_past_every_retry_is_recorded_and_completed_next_audit(
     upload_fleet(proxied.direct, fleet_files)
     attempts: Counter[str] = Counter()
 
-    def counted(storage: Any, job_id: str, *, options: AuditOptions) -> Any:
-        attempts[job_id] += 1
-        return audit_one(storage, job_id, options=options)
+    def counted(storage: Any, job: JobInputs, *, options: AuditOptions) -> Any:
+        attempts[job.job_id] += 1
+        return diagnose_inputs(storage, job, options=options)
 
-    monkeypatch.setattr(stormwatch.tasks.diagnose, "audit_one", counted)
+    monkeypatch.setattr(stormwatch.tasks.audit_job, "diagnose_inputs", counted)
     proxied.proxy.inject(Fault.ERROR_500, ops={Op.GET}, key="*/jobs/clean-job/*", times=None)
 
     first = run(proxied)
@@ -210,7 +212,7 @@ def test_a_job_failing_past_every_retry_is_recorded_and_completed_next_audit(
         "critical-job": "diagnosed", "small-job": "diagnosed"}
     assert proxied.direct.get("reports/clean-job/model.json") is None
     failed_attempts = attempts["clean-job"]
-    assert failed_attempts == 3  # the task's two retries on a transient error
+    assert failed_attempts == 3  # the job's two retries on a transient error
     injected = proxied.proxy.injected()[Fault.ERROR_500]
     assert injected >= 3 * proxied.settings.max_attempts  # each task attempt: max_attempts requests, all 500
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
@@ -13,25 +14,33 @@ from stormwatch.flows.audit_cmd import task_runner
 from stormwatch.flows.deployments import NIGHTLY_NAME, POST_JOB_NAME, build_deployments
 from stormwatch.flows.parameters import AuditParameters
 from tests import builders as b
+from tests.tasks.storage.backends import Backend
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_audit_runs_on_an_existing_dask_cluster(tmp_path: Path) -> None:
+def test_audit_runs_on_a_dask_cluster_of_two_worker_processes(backend: Backend, tmp_path: Path) -> None:
+    """Batches of one job each (``batch_bytes`` at its 1 MiB floor, jobs over it) spread over a
+    LocalCluster of two worker processes; local folder and S3 (moto server) alike."""
     distributed = pytest.importorskip("distributed")
-    root = tmp_path / "fleet"
-    for job in ("job-a", "job-b"):
-        b.write_multi_rank_job(root / "jobs" / job, world_size=2, alerts=b.DEFAULT_ALERTS if job == "job-a" else ())
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None)
-    with cluster, distributed.Client(cluster) as client:
-        flow = nightly_audit.with_options(task_runner=task_runner(2, cluster.scheduler_address))
-        result = flow(AuditParameters(storage=str(root)))
-        workers = client.run(lambda: __import__("os").getpid())
-    assert result["summary"]["diagnosed"] == 2 and result["critical"] == ["job-a"]
-    assert workers  # the cluster really had a worker process
-    fleet = orjson.loads((root / "reports" / "fleet.json").read_bytes())
-    assert {job["job_id"]: job["verdict"] for job in fleet["jobs"]} == {"job-a": "critical", "job-b": "clean"}
+    jobs = {"job-a": b.DEFAULT_ALERTS, "job-b": (), "job-c": (), "job-d": b.DEFAULT_ALERTS}
+    for job, alerts in jobs.items():
+        b.write_multi_rank_job(tmp_path / job, world_size=2, samples=3000, alerts=alerts)
+        backend.upload(tmp_path / job, f"jobs/{job}")
+    params = AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+                             engine="inline", workers=2, batch_bytes=1 << 20)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
+        result = nightly_audit.with_options(task_runner=task_runner(params, cluster.scheduler_address))(params)
+        worker_pids = set(client.run(os.getpid).values())
+    assert result["summary"]["diagnosed"] == 4 and result["critical"] == ["job-a", "job-d"]
+    assert os.getpid() not in worker_pids and len(worker_pids) == 2
+    batch_workers = {item["worker"] for item in stream.data if str(item["key"]).startswith("diagnose_batch-")}
+    assert len(batch_workers) == 2  # both worker processes diagnosed jobs
+    fleet = orjson.loads(backend.get("reports/fleet.json") or b"{}")
+    assert {job["job_id"]: job["verdict"] for job in fleet["jobs"]} == {
+        "job-a": "critical", "job-b": "clean", "job-c": "clean", "job-d": "critical"}
 
 
 def test_deployments_nightly_on_cron_and_post_job_on_demand() -> None:

@@ -144,4 +144,33 @@ def test_audit_parameters_from_an_argparse_namespace_ignore_unrelated_flags() ->
                               digest=False, email_to=None, email_from=None, slack_webhook_block=None,
                               smtp_url_block=None, slack_webhook=f"https://h/{SECRET}", workers=3, cron="x")
     params = audit_parameters(args, storage="fleet")
-    assert params == AuditParameters(storage="fleet") and SECRET not in params.model_dump_json()
+    assert params == AuditParameters(storage="fleet", workers=3) and SECRET not in params.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({}, {"engine": "processes", "workers": None}),
+        ({"engine": "threads", "workers": 2, "batch_bytes": 1 << 20}, {"engine": "threads", "workers": 2,
+                                                                       "batch_bytes": 1 << 20}),
+        ({"dask_address": "tcp://scheduler:8786"}, {"engine": "inline"}),  # each Dask worker is a process
+        ({"dask_address": "tcp://scheduler:8786", "engine": "threads"}, {"engine": "threads"}),
+    ],
+)
+def test_engine_flags_become_parameters(flags: dict[str, object], expected: dict[str, object]) -> None:
+    from stormwatch.flows.audit_cmd import audit_parameters
+
+    base = {name: None for name in ("endpoint_url", "max_job_bytes", "max_artifact_bytes", "max_events",
+                                    "report_base_url", "email_to", "email_from", "slack_webhook_block",
+                                    "smtp_url_block")}
+    args = argparse.Namespace(**base, fail_on="never", preset="medium", notify_on="critical", digest=False,
+                              **flags)
+    dumped = audit_parameters(args, storage="fleet").model_dump(mode="json")
+    assert {name: dumped[name] for name in expected} == expected
+
+
+def test_engine_parameters_are_checked() -> None:
+    with pytest.raises(ValueError, match="workers"):
+        AuditParameters.parse({"storage": "fleet", "workers": 0})
+    with pytest.raises(ValueError, match="batch_bytes"):
+        AuditParameters.parse({"storage": "fleet", "batch_bytes": 1024})

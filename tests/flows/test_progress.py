@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from stormwatch.flows.audit import PROGRESS_MIN_JOBS, JobProgress
+from stormwatch.flows.progress import PROGRESS_MIN_JOBS, JobProgress
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

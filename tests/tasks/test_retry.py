@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from stormwatch.flows.audit import list_jobs
-from stormwatch.tasks.diagnose import diagnose_job
+from stormwatch.tasks.diagnose import diagnose_batch, diagnose_job, read_previous, take_inventory
 from stormwatch.tasks.notify.delivery import SendError
 from stormwatch.tasks.publish import publish_fleet_task, update_fleet_task
 from stormwatch.tasks.retry import RetryPolicy, RetryWhen, is_transient
@@ -20,7 +19,9 @@ from stormwatch.tasks.storage.protocol import InputChangedError, JobNotFoundErro
     ("task", "retries", "delays", "conditional"),
     [
         (diagnose_job, 2, [2, 10], True),
-        (list_jobs, 3, [1, 5, 20], False),
+        (diagnose_batch, 0, 0, False),  # its jobs retry their own transient failures, one by one
+        (take_inventory, 3, [1, 5, 20], False),
+        (read_previous, 3, [1, 5, 20], False),
         (publish_fleet_task, 3, [1, 5, 20], False),
         (update_fleet_task, 3, [1, 5, 20], False),
     ],

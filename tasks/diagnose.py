@@ -1,0 +1,56 @@
+"""The audit's Prefect tasks around the engine: take the inventory, read the previous fleet,
+diagnose a batch of jobs, diagnose one job (post-job).
+
+Each is a thin step over plain functions. The listing and reads retry with back-off as
+whole tasks (:data:`~stormwatch.tasks.retry.FLEET_IO_RETRY`); a batch does not, since
+each of its jobs retries its own transient failures (:func:`~stormwatch.tasks.audit_job.run_job`)
+and fails alone. No task caches its result (``NO_CACHE``): every audit looks afresh,
+and hashing a batch's inputs would cost the orchestrator time for nothing.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, audit_one, failed_outcome, run_job
+from stormwatch.tasks.batches import Batch
+from stormwatch.tasks.engine_pool import EngineSettings, WorkerDied, shared_pool
+from stormwatch.tasks.plan import PreviousFleet, read_previous_fleet
+from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, FLEET_IO_RETRY, is_transient
+from stormwatch.tasks.storage.inventory import Inventory, JobInputs
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import StorageSettings
+
+
+@task(name="take-inventory", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
+def take_inventory(settings: StorageSettings) -> Inventory:
+    return storage_for(settings).take_inventory()
+
+
+@task(name="read-previous-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
+def read_previous(settings: StorageSettings, inventory: Inventory) -> PreviousFleet:
+    return read_previous_fleet(storage_for(settings), inventory)
+
+
+def died_outcome(job: JobInputs, error: WorkerDied) -> JobOutcome:
+    return failed_outcome(job.job_id, error)
+
+
+@task(name="diagnose-batch", task_run_name="diagnose-batch-{batch.label}", cache_policy=NO_CACHE)
+def diagnose_batch(
+    settings: StorageSettings, batch: Batch, options: AuditOptions, engine: EngineSettings
+) -> list[JobOutcome]:
+    """An outcome per job of the batch, in its order; a job's failure is its outcome's row."""
+    return shared_pool(engine).map(run_job, batch.jobs, settings, options, on_death=died_outcome)
+
+
+@task(
+    name="diagnose-job",
+    task_run_name="diagnose-{job_id}",
+    cache_policy=NO_CACHE,
+    **DIAGNOSE_JOB_RETRY.task_options(retry_if=is_transient),
+)
+def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> JobOutcome:
+    """One job, skipped when its model.json says it is unchanged (post-job); retried when transient."""
+    return audit_one(storage_for(settings), job_id, options=options)

@@ -1,0 +1,95 @@
+"""Which jobs an audit diagnoses, decided from one inventory and the previous fleet."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pandas as pd
+import pytest
+
+from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.load.tree import Entry
+from stormwatch.outputs.fleet import FleetRow, JobStatus, rank_table
+from stormwatch.outputs.verdict import ExitCode, VerdictStatus
+from stormwatch.severity import FailOn
+from stormwatch.tasks.audit_job import AuditOptions
+from stormwatch.tasks.plan import PreviousFleet, plan_audit
+from stormwatch.tasks.storage.inventory import Inventory, JobInputs
+
+OPTIONS = AuditOptions(DiagnoseOptions())
+JOB = JobInputs("job-1", (Entry("rank_0/events.jsonl", 100, "v1"),))
+
+
+def make_row(**changes: object) -> FleetRow:
+    row = FleetRow(job_id="job-1", status=JobStatus.DIAGNOSED, verdict=VerdictStatus.CRITICAL, exit_code=0,
+                   ranks_present=1, input_fingerprint=JOB.fingerprint, options=OPTIONS.diagnose.recorded(),
+                   report="job-1/report.html", rank_rows=({"rank": 0, "samples": 5, "availability": "present"},))
+    return dataclasses.replace(row, **changes)
+
+
+def previous_of(*rows: FleetRow) -> PreviousFleet:
+    return PreviousFleet({row.job_id: row for row in rows}, rank_table(rows))
+
+
+CASES = [
+    ("unchanged", make_row(), Inventory((JOB,), (), frozenset({"job-1"})), OPTIONS, False),
+    ("unchanged twice", make_row(status=JobStatus.SKIPPED), Inventory((JOB,), (), frozenset({"job-1"})), OPTIONS,
+     False),
+    ("new job", None, Inventory((JOB,), (), frozenset()), OPTIONS, True),
+    ("inputs changed", make_row(input_fingerprint="sha256:old"), Inventory((JOB,), (), frozenset({"job-1"})),
+     OPTIONS, True),
+    ("other preset", make_row(), Inventory((JOB,), (), frozenset({"job-1"})),
+     AuditOptions(DiagnoseOptions.parse(preset="high")), True),
+    ("older fleet.json without options", make_row(options=None), Inventory((JOB,), (), frozenset({"job-1"})),
+     OPTIONS, True),
+    ("failed last time", make_row(status=JobStatus.FAILED), Inventory((JOB,), (), frozenset({"job-1"})), OPTIONS,
+     True),
+    ("reports deleted", make_row(), Inventory((JOB,), (), frozenset()), OPTIONS, True),
+    ("forced", make_row(), Inventory((JOB,), (), frozenset({"job-1"})), AuditOptions(DiagnoseOptions(), force=True),
+     True),
+]
+
+
+@pytest.mark.parametrize(("name", "row", "inventory", "options", "diagnosed"), CASES, ids=[c[0] for c in CASES])
+def test_plan(name: str, row: FleetRow | None, inventory: Inventory, options: AuditOptions, diagnosed: bool) -> None:
+    previous = previous_of(row) if row is not None else PreviousFleet({})
+    plan = plan_audit(inventory, previous, options=options)
+    assert [job.job_id for job in plan.diagnose] == (["job-1"] if diagnosed else [])
+    assert [kept.job_id for kept in plan.unchanged] == ([] if diagnosed else ["job-1"])
+
+
+def test_an_unchanged_job_keeps_its_row_and_ranks_with_this_runs_exit_code() -> None:
+    options = AuditOptions(DiagnoseOptions.parse(fail_on="warning"))
+    row = make_row(options=options.diagnose.recorded())
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous_of(row), options=options)
+    (kept,) = plan.unchanged
+    assert kept.status is JobStatus.SKIPPED and kept.verdict is VerdictStatus.CRITICAL
+    assert kept.exit_code == ExitCode.FINDINGS and options.diagnose.fail_on is FailOn.WARNING
+    assert plan.unchanged_ranks is not None and list(plan.unchanged_ranks["job_id"]) == ["job-1"]
+
+
+def test_a_job_whose_ranks_left_fleet_parquet_is_diagnosed_again() -> None:
+    from_fleet_json = make_row(rank_rows=())  # fleet.json rows hold no rank rows
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), PreviousFleet({"job-1": from_fleet_json}, None),
+                      options=OPTIONS)
+    assert [job.job_id for job in plan.diagnose] == ["job-1"]
+
+
+@pytest.mark.parametrize(("fleet_json", "fleet_parquet"), [(b"{not json", None), (b"[1, 2]", b"PAR1 torn")])
+def test_damaged_previous_outputs_count_as_absent(fleet_json: bytes, fleet_parquet: bytes | None) -> None:
+    previous = PreviousFleet.from_bytes(fleet_json, fleet_parquet)
+    assert previous.rows == {} and previous.ranks is None
+
+
+def test_previous_outputs_round_trip() -> None:
+    row = make_row()
+    buffer = io.BytesIO()
+    rank_table([row]).to_parquet(buffer, index=False)
+    import orjson
+
+    from stormwatch.outputs.fleet import fleet_document
+    document = fleet_document([row], generated_at=pd.Timestamp("2026-01-01", tz="UTC").to_pydatetime(), storage="x")
+    previous = PreviousFleet.from_bytes(orjson.dumps(document), buffer.getvalue())
+    assert previous.rows["job-1"] == dataclasses.replace(row, rank_rows=())
+    assert previous.ranks is not None and list(previous.ranks["rank"]) == [0]
