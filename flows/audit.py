@@ -15,13 +15,13 @@ others go on.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
@@ -46,6 +46,7 @@ from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings
 
 #: Reports listed in the audit's markdown artifact (the index lists them all).
 ARTIFACT_REPORTS = 200
+REPORTS_ARTIFACT = "stormwatch-audit-reports"
 
 
 def _batch_outcomes(future: PrefectFuture[list[JobOutcome]], batch: Batch) -> list[JobOutcome]:
@@ -115,11 +116,9 @@ def notify_outcomes(
     return dict(result)
 
 
-def artifact_key(job_id: str) -> str:
-    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", job_id.lower()).strip("-")[:60] or "job"
-    digest = hashlib.sha1(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"report-{cleaned}-{digest}"
+def _markdown_url(url: str) -> str:
+    """A URL that cannot end a markdown link early: brackets, parentheses, spaces percent-encoded."""
+    return quote(url, safe=":/%")
 
 
 def _link_text(job_id: str) -> str:
@@ -127,25 +126,22 @@ def _link_text(job_id: str) -> str:
 
 
 def link_reports(settings: StorageSettings, rows: Sequence[FleetRow], options: AuditOptions) -> int:
-    """Prefect artifacts for this run, a fixed few whatever the number of jobs: a link to the
-    index, a link per critical report published, and one markdown list of the reports published
-    (the most severe first, up to :data:`ARTIFACT_REPORTS`). Returns the reports published."""
+    """Two Prefect artifacts whatever the number of jobs (each costs the API a request): a link to
+    the index, and one markdown list of the reports this run published, the most severe first (up
+    to :data:`ARTIFACT_REPORTS`; the index lists them all). Returns the reports published."""
     storage = storage_for(settings)
     create_link_artifact(link=options.report_link(storage, INDEX_HTML_KEY), link_text="fleet index",
                          key="stormwatch-fleet-index", description="stormwatch fleet index")
     published = [row for row in rows if row.status is JobStatus.DIAGNOSED and row.report]
     published.sort(key=lambda row: (-(row.verdict.rank if row.verdict else 0), row.job_id))
-    for row in published:
-        if row.verdict is VerdictStatus.CRITICAL:
-            create_link_artifact(link=options.report_link(storage, str(row.report)), link_text=_link_text(row.job_id),
-                                 key=artifact_key(row.job_id), description=f"{row.verdict} - stormwatch report")
     if published:
-        lines = [f"- {row.verdict}: [{_link_text(row.job_id)}]({options.report_link(storage, str(row.report))})"
-                 for row in published[:ARTIFACT_REPORTS]]
+        links = [_markdown_url(options.report_link(storage, str(row.report))) for row in published[:ARTIFACT_REPORTS]]
+        lines = [f"- {row.verdict}: [{_link_text(row.job_id)}]({link})"
+                 for row, link in zip(published, links, strict=False)]
         if len(published) > ARTIFACT_REPORTS:
             lines.append(f"- ... {len(published) - ARTIFACT_REPORTS} more in the fleet index")
         create_markdown_artifact(markdown="\n".join([f"{len(published)} reports published", "", *lines]),
-                                 key="stormwatch-audit-reports", description="reports published by this audit")
+                                 key=REPORTS_ARTIFACT, description="reports published by this audit")
     return len(published)
 
 

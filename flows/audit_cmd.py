@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from stormwatch.flows import prefect_env
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
 from stormwatch.severity import FailOn, Severity
+from stormwatch.tasks import engine_pool
 from stormwatch.tasks.batches import BatchSizing
 from stormwatch.tasks.engine_pool import EngineMode
 
@@ -185,6 +186,7 @@ def run_audit(args: argparse.Namespace) -> int:
     params = prepare(args)
     if params is None:
         return ExitCode.USAGE
+    engine_pool.prestart(params.engine_settings())  # the engine's imports overlap Prefect's, below
     from stormwatch.flows.audit import nightly_audit
 
     flow = nightly_audit.with_options(task_runner=task_runner(params, args.dask_address))

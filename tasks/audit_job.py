@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -51,8 +52,11 @@ class AuditOptions:
     job_retry: RetryPolicy = DIAGNOSE_JOB_RETRY
 
     def report_link(self, storage: Storage, key: str) -> str:
+        """The report's address: under ``report_base_url`` (each key segment percent-encoded, as
+        a job id may hold ``[``, ``(`` or ``#``), else the storage's own URI."""
         if self.report_base_url:
-            return f"{self.report_base_url.rstrip('/')}/{key}"
+            path = "/".join(quote(part, safe="") for part in key.split("/"))
+            return f"{self.report_base_url.rstrip('/')}/{path}"
         return storage.report_uri(key)
 
 

@@ -1,8 +1,9 @@
 """The audit's Prefect tasks around the engine: take the inventory, read the previous fleet,
 diagnose a batch of jobs, diagnose one job (post-job).
 
-Each is a thin step over plain functions. The listing and reads retry with back-off as
-whole tasks (:data:`~stormwatch.tasks.retry.FLEET_IO_RETRY`); a batch does not, since
+Each is a thin step over plain functions. The listing and reads retry transient failures
+with back-off as whole tasks (:data:`~stormwatch.tasks.retry.FLEET_IO_RETRY`; an unsafe or
+missing root fails at once); a batch does not, since
 each of its jobs retries its own transient failures (:func:`~stormwatch.tasks.audit_job.run_job`)
 and fails alone. No task caches its result (``NO_CACHE``): every audit looks afresh,
 and hashing a batch's inputs would cost the orchestrator time for nothing.
@@ -23,12 +24,12 @@ from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings
 
 
-@task(name="take-inventory", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
+@task(name="take-inventory", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def take_inventory(settings: StorageSettings) -> Inventory:
     return storage_for(settings).take_inventory()
 
 
-@task(name="read-previous-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
+@task(name="read-previous-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def read_previous(settings: StorageSettings, inventory: Inventory) -> PreviousFleet:
     return read_previous_fleet(storage_for(settings), inventory)
 

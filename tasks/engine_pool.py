@@ -25,6 +25,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from enum import StrEnum
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
@@ -194,6 +195,14 @@ class EnginePool(Generic[Item, Result]):
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+
+
+def prestart(settings: EngineSettings) -> None:
+    """Start the fork server now, so that it imports the engine while the caller imports the
+    rest (Prefect, on the other core): the first batch then finds its workers ready."""
+    if settings.mode is EngineMode.PROCESSES:
+        multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+        forkserver.ensure_running()
 
 
 _SHARED: dict[EngineSettings, EnginePool[Any, Any]] = {}

@@ -130,20 +130,23 @@ def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
     assert backend.stored_keys() == keys  # nothing written for a refused id
 
 
-def test_link_artifacts_for_published_reports(tmp_path: Path) -> None:
+def test_an_audit_makes_two_artifacts_whatever_the_number_of_jobs(tmp_path: Path) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from stormwatch.flows.audit import artifact_key
+    from stormwatch.flows.audit import REPORTS_ARTIFACT
 
     root = tmp_path / "fleet"
     b.write_multi_rank_job(root / "jobs" / "Train_42", world_size=2, alerts=b.DEFAULT_ALERTS)
+    b.write_multi_rank_job(root / "jobs" / "clean_[x](y)", world_size=1)
     result = nightly_audit(AuditParameters(storage=str(root), report_base_url="https://reports.example.com/r"))
     assert result["index"] == "https://reports.example.com/r/index.html"
-    key = artifact_key("Train_42")
-    assert key.startswith("report-train-42-")
     with get_client(sync_client=True) as client:
-        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                                            limit=1)
-    assert artifact.type == "markdown"  # Prefect stores a link artifact as markdown
-    assert "https://reports.example.com/r/Train_42/report.html" in str(artifact.data)
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[REPORTS_ARTIFACT, "stormwatch-fleet-index"])), limit=10)
+    latest = {artifact.key: artifact for artifact in sorted(found, key=lambda item: item.created)}
+    assert latest["stormwatch-fleet-index"].type == "markdown"  # Prefect stores a link artifact as markdown
+    listing = str(latest[REPORTS_ARTIFACT].data)
+    assert listing.startswith("2 reports published")
+    critical = listing.index("critical: [Train42](https://reports.example.com/r/Train_42/report.html)")
+    assert critical < listing.index("clean: [cleanxy](https://reports.example.com/r/clean_%5Bx%5D%28y%29/report.html)")

@@ -20,8 +20,8 @@ from stormwatch.tasks.storage.protocol import InputChangedError, JobNotFoundErro
     [
         (diagnose_job, 2, [2, 10], True),
         (diagnose_batch, 0, 0, False),  # its jobs retry their own transient failures, one by one
-        (take_inventory, 3, [1, 5, 20], False),
-        (read_previous, 3, [1, 5, 20], False),
+        (take_inventory, 3, [1, 5, 20], True),  # an unsafe or missing root fails at once
+        (read_previous, 3, [1, 5, 20], True),
         (publish_fleet_task, 3, [1, 5, 20], False),
         (update_fleet_task, 3, [1, 5, 20], False),
     ],
