@@ -49,9 +49,9 @@ process already keeps about 1.3 of 2 cores busy). Per core = CPU seconds / os.cp
 least wall time in which any scheduler could do the work on this machine, the ideal parallel
 time. (Wall seconds / cores, the issue's own figure, would count the engine's own threads as
 orchestration; it is printed too, as wall-sh.) The same figure serves both storages (S3 adds
-the fetch over HTTP, which is counted as orchestration here). The pass also checks the generator: verdict counts, and any
-load warning other than the bundles' expected "Synthesized telemetry events ..." note is
-printed as bad input.
+the fetch over HTTP, which is counted as orchestration here). The pass also checks the
+generator: verdict counts, and any load warning other than the bundles' expected
+"Synthesized telemetry events ..." note is printed as bad input.
 
 Orchestration share = 1 - (engine CPU per core) / (cold wall). Targets, on the mix fleet: share
 <= 25%, >= 120 jobs/min (cold), rerun - start-up <= 5 s. Figures are printed, never asserted;
