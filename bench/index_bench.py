@@ -7,7 +7,8 @@ skipped, 6% failed, 4% refused; verdicts from clean to critical and empty; indic
 with phase paths and confidences; missing ranks; errors up to a few hundred characters;
 job ids of 40-110 characters, one in 50 carrying markup such as ``</script>``, ``<!--``
 and ``"><img onerror>``), turns them into fleet.json with the real ``fleet_document``
-and prints, side by side:
+adds issue 16's fleet members (:func:`with_fleet_intelligence`: trends, regressions, suspect
+hosts, coverage, per-job coverage and outlier ranks) and prints, side by side:
   fleet.json   bytes of ``orjson.dumps(doc, option=OPT_INDENT_2)`` (as published)
   index.html   bytes of ``render_index(doc)`` as UTF-8
   render       ``render_index(doc)``, best of ``--repeat`` (seconds)
@@ -118,6 +119,40 @@ def fleet_rows(count: int, *, seed: int = 0) -> list[FleetRow]:
     return rows
 
 
+def with_fleet_intelligence(document: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
+    """``document`` with issue 16's members as an audit with history writes them: 30 nights of trends,
+    regressions (1 job in 100), suspect hosts, the fleet's coverage, and per diagnosed job its coverage
+    and, for 1 job in 20, outlier ranks. Members already there are kept."""
+    rng = random.Random(seed + 16)
+    jobs = document["jobs"]
+    diagnosed = [job for job in jobs if job.get("verdict") is not None]
+    for job in diagnosed:
+        expected, present = job.get("ranks_expected") or 0, job.get("ranks_present") or 0
+        job.setdefault("coverage", {"expected_ranks": expected, "present_ranks": present,
+                                    "percent": 100.0 * present / expected if expected else None,
+                                    "sessions": present, "sessions_without_stop": 0, "schema_versions": {"3": present},
+                                    "collectors": {"stormlog.cuda_tracker": present}, "load_warnings": 0})
+        if rng.random() < 0.05 and expected > 1 and not job.get("outlier_ranks"):
+            job["outlier_ranks"] = [{"rank": rng.randrange(expected), "metric": "peak_reserved_bytes",
+                                     "value_bytes": 70 * 2**30, "median_bytes": 40 * 2**30, "robust_z": 7.5}]
+    nights = [(datetime(2025, 11, 1, tzinfo=UTC) + timedelta(days=day)).date().isoformat() for day in range(30)]
+    document.setdefault("trends", [{"night": night, "jobs": 330, "critical": 50, "warning": 66, "info": 33,
+                                    "clean": 165, "empty": 16, "p95_peak_reserved_bytes": (60 + day) * 2**30}
+                                   for day, night in enumerate(nights)])
+    document.setdefault("regressions", [
+        {"job_id": job["job_id"], "job_name": job["job_id"][:30], "metric": "peak_reserved_bytes",
+         "value_bytes": 48 * 2**30, "baseline_bytes": 40 * 2**30, "change_pct": 20.0, "baseline_runs": 7}
+        for job in diagnosed[:: 100]])
+    document.setdefault("suspect_hosts", [
+        {"host": f"gpu-node-{index:04d}", "device_id": index % 8, "jobs": 40, "anomalous_jobs": 20, "rate": 0.5,
+         "fleet_rate": 0.15} for index in range(25)])
+    document.setdefault("coverage", {"jobs": len(jobs), "expected_ranks": 10**6, "present_ranks": 990_000,
+                                     "percent": 99.0, "sessions": 990_500, "sessions_without_stop": 120,
+                                     "schema_versions": {"3": 900_000, "4": 90_000},
+                                     "collectors": {"stormlog.cuda_tracker": 990_000}, "load_warnings": 42})
+    return document
+
+
 def _best(repeat: int, call: Any) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -190,8 +225,9 @@ def main() -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for size in sizes:
             rows = fleet_rows(size, seed=args.seed)
-            document = fleet_document(rows, generated_at=datetime(2025, 11, 30, 3, tzinfo=UTC),
-                                      storage="s3://fleet-telemetry/stormwatch")
+            document = with_fleet_intelligence(fleet_document(rows, generated_at=datetime(2025, 11, 30, 3, tzinfo=UTC),
+                                                              storage="s3://fleet-telemetry/stormwatch"),
+                                               seed=args.seed)
             published = orjson.dumps(document, option=orjson.OPT_INDENT_2)
             html = render_index(document)
             path = out / f"fleet-{size}" / "index.html"

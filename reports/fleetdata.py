@@ -12,7 +12,8 @@ Layout (one JSON object; ``render.script_json`` escapes ``<``, ``>``, ``&``, U+2
     int: an index into ``strings``, for text shared by several jobs (summaries, causes,
     errors). ``href`` is null (no report link), ``""`` for the usual link, which the script
     builds as ``encodeURIComponent(job) + "/report.html"`` (only when that gives exactly
-    :func:`~stormwatch.reports.fleetview.report_href`'s link), or the link itself.
+    :func:`~stormwatch.reports.fleetview.report_href`'s link), or the link itself. ``outliers``
+    is the job's peer outlier ranks (``"3,5"``), ``""`` for none (3 bytes a job).
 ``order``
     per sort key (:data:`~stormwatch.reports.fleetview.SORT_KEYS`), each row's dense rank
     (equal keys share a rank; 0 sorts first ascending), so the script sorts every job with
@@ -34,13 +35,13 @@ from urllib.parse import quote
 from stormwatch.reports.fleetview import PAGE_SIZE, SEVERITY_ORDER, SORT_KEYS, STATUSES, VERDICT_ORDER, FleetRow
 
 COLUMNS = ("job", "status", "verdict", "worst", "summary", "cause", "detail", "severe", "ranks", "missing",
-           "diagnosed", "error", "href")
+           "diagnosed", "error", "href", "outliers")
 VOCABULARIES = {
     "statuses": (*STATUSES, "none", "other"),
     "verdicts": ("none", *VERDICT_ORDER, "other"),
     "severities": ("none", *SEVERITY_ORDER, "other"),
 }
-_SHARED = ("summary", "cause", "detail", "severe", "ranks", "missing", "diagnosed", "error")
+_SHARED = ("summary", "cause", "detail", "severe", "ranks", "missing", "diagnosed", "error", "outliers")
 _MIN_SHARED_CHARS = 4  # shorter text is no longer than its index
 _URI_COMPONENT_SAFE = "-_.!~*'()"  # what encodeURIComponent leaves as is, besides letters and digits
 REPORT_FILE = "report.html"
@@ -82,6 +83,7 @@ def _fields(row: FleetRow) -> dict[str, Any]:
         "diagnosed": row.diagnosed_at,
         "error": row.error,
         "href": _href(row),
+        "outliers": row.outliers,
     }
 
 

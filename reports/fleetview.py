@@ -50,6 +50,7 @@ class FleetRow:
     diagnosed_at: str
     report_href: str | None
     error: str
+    outliers: str  # the job's peer outlier ranks ("3,5"), "" for none
     sort_keys: tuple[Any, ...]  # per SORT_KEYS name, a value comparable across rows (ascending order)
 
 
@@ -112,6 +113,7 @@ def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
     severe, _ = _cause(most_severe)
     present, expected = as_int(job.get("ranks_present")), as_int(job.get("ranks_expected"))
     missing = [rank for rank in as_list(job.get("missing_ranks")) if as_int(rank) is not None]
+    outliers = {as_int(item.get("rank")) for item in as_list(job.get("outlier_ranks")) if isinstance(item, Mapping)}
     ranks = f"{present}/{expected}" if present is not None and expected is not None else NOT_AVAILABLE
     diagnosed_at = job.get("diagnosed_at") if isinstance(job.get("diagnosed_at"), str) else None
     return FleetRow(
@@ -129,6 +131,7 @@ def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
         diagnosed_at=format_iso(diagnosed_at),
         report_href=report_href(job.get("report")),
         error=_text(job.get("error")),
+        outliers=format_ranks(rank for rank in outliers if rank is not None),
         sort_keys=(
             _text(job.get("job_id")).casefold(),
             STATUSES.index(status) if status in STATUSES else len(STATUSES),

@@ -22,7 +22,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from stormwatch.reports.fleetdata import fleet_data
+from stormwatch.reports.fleetintel import fleet_intel
 from stormwatch.reports.fleetview import PAGE_SIZE, fleet_view
+from stormwatch.reports.jobfleet import job_fleet
 from stormwatch.reports.jobview import job_view
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -79,13 +81,16 @@ def _page(template: str, *, script_name: str | None, **context: Any) -> str:
 
 
 def render_job(document: Mapping[str, Any]) -> str:
-    """The report page of one job, from its parsed model.json (any verdict, ``empty`` included)."""
-    return _page("job.html.j2", script_name=None, job=job_view(document))
+    """The report page of one job, from its parsed model.json (any verdict, ``empty`` included), with
+    its place in the fleet (peer outliers, earlier runs) when the document has a ``fleet`` member."""
+    return _page("job.html.j2", script_name=None, job=job_view(document), fleet=job_fleet(document))
 
 
 def render_index(fleet: Mapping[str, Any]) -> str:
     """The fleet index page, from the parsed fleet.json: the first page of jobs as HTML, every
-    job in the JSON data block that the page's script pages, sorts and filters."""
+    job in the JSON data block that the page's script pages, sorts and filters; above them the fleet's
+    trends, regressions, suspect hosts and coverage when fleet.json has them."""
     view = fleet_view(fleet)
-    return _page("index.html.j2", script_name="index.js", fleet=view, page_size=PAGE_SIZE,
+    intel = fleet_intel(fleet, {row.job_id: row.report_href for row in view.rows})
+    return _page("index.html.j2", script_name="index.js", fleet=view, intel=intel, page_size=PAGE_SIZE,
                  data=script_json(fleet_data(view.rows)))

@@ -71,6 +71,11 @@
     if (text(index, "missing")) {
       ranks.push(element("br"), element("span", "missing-text", "missing " + text(index, "missing")));
     }
+    if (text(index, "outliers")) {
+      var mark = element("span", "outlier-mark", "\u2691 outliers " + text(index, "outliers"));
+      mark.setAttribute("title", "peer outlier ranks");
+      ranks.push(element("br"), mark);
+    }
     var link = "—";
     if (rows[index][column.href] !== null) {
       link = element("a", "report-link", "report");
@@ -114,7 +119,8 @@
     var words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
     var tag = show.value;
     matches = !words.length && !tag ? order : order.filter(function (index) {
-      return (!tag || status(index) === tag || verdict(index) === tag) && words.every(function (word) {
+      var tagged = !tag || status(index) === tag || verdict(index) === tag || (tag === "outliers" && !!text(index, "outliers"));
+      return tagged && words.every(function (word) {
         return searchText(index).indexOf(word) >= 0;
       });
     });

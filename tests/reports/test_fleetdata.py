@@ -35,8 +35,12 @@ def _decode(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_every_row_decodes_to_what_the_page_renders() -> None:
-    view = fleet_view(make_large_fleet(600))
+    fleet = make_large_fleet(600)
+    for index, job in enumerate(fleet["jobs"][::40]):
+        job["outlier_ranks"] = [{"rank": index % 4}, {"rank": 6, "metric": "hidden_gap_peak_bytes"}]
+    view = fleet_view(fleet)
     data = fleet_data(view.rows)
+    assert sum(bool(row.outliers) for row in view.rows) == 15 and view.rows[40].outliers == "1,6"
     assert data["columns"] == list(COLUMNS) and data["page_size"] == PAGE_SIZE
     decoded = _decode(data)
     assert len(decoded) == len(view.rows) == 600
@@ -44,7 +48,8 @@ def test_every_row_decodes_to_what_the_page_renders() -> None:
         assert item == {"job": row.job_id, "status": row.status, "verdict": row.verdict, "worst": row.worst,
                         "summary": row.summary, "cause": row.first_cause, "detail": row.first_cause_detail,
                         "severe": row.most_severe, "ranks": row.ranks, "missing": row.missing,
-                        "diagnosed": row.diagnosed_at, "error": row.error, "href": row.report_href}
+                        "diagnosed": row.diagnosed_at, "error": row.error, "href": row.report_href,
+                        "outliers": row.outliers}
     assert data["strings"] and len(set(data["strings"])) == len(data["strings"])
     assert any(row[COLUMNS.index("href")] not in ("", None) for row in data["rows"])  # ids "/" or "'" in them
 
