@@ -320,3 +320,44 @@ class LocalStorage:
 
     def report_uri(self, key: str) -> str:
         return self._report_path(key).as_uri()
+
+    def list_reports(self, prefix: str) -> list[Entry]:
+        """Regular files below ``reports/<prefix>/``, sorted by key; a write's temporary file
+        (``.<name>.*.tmp``) and anything resolving outside the reports folder are left out."""
+        parts = check_report_key(prefix)
+        if not self.reports_dir.is_dir():
+            return []
+        reports_real = self._real(self.reports_dir, "reports")
+        base = reports_real.joinpath(*parts)
+        if not base.is_dir() or not _inside(base, reports_real):
+            return []
+        found: list[Entry] = []
+        for folder, dirs, files in os.walk(base):
+            dirs.sort()
+            for name in files:
+                if name.startswith(".") and name.endswith(".tmp"):
+                    continue  # a write in progress (or one that died)
+                path = Path(folder) / name
+                if path.is_symlink() and not _inside(path, reports_real):
+                    continue
+                try:
+                    info = path.stat()
+                except OSError:
+                    continue  # gone since the walk saw it
+                if stat.S_ISREG(info.st_mode):
+                    key = path.relative_to(reports_real).as_posix()
+                    found.append(Entry(key, info.st_size, str(info.st_mtime_ns)))
+        return sorted(found, key=lambda entry: entry.key)
+
+    def delete_report(self, key: str) -> bool:
+        """Unlink ``reports/<key>``; ``False`` when it was not there."""
+        path = self._report_path(key)
+        if not self.reports_dir.is_dir():
+            return False
+        if not _inside(path.parent, self._real(self.reports_dir, "reports")):
+            raise StorageError(f"report {path} resolves outside the reports folder")
+        try:
+            path.unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True

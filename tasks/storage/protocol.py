@@ -285,3 +285,13 @@ class Storage(Protocol):
     def report_uri(self, key: str) -> str:
         """An absolute link to a report object (``file://`` or ``s3://``)."""
         ...
+
+    def list_reports(self, prefix: str) -> list[Entry]:
+        """Every report object below the report folder ``prefix`` (``"history"``), at any depth, sorted
+        by key; keys relative to the reports prefix (``"history/date=2026-11-30/a.parquet"``), size in
+        bytes, version the ETag or mtime_ns. One paginated listing on S3; empty when nothing is there."""
+        ...
+
+    def delete_report(self, key: str) -> bool:
+        """Remove a report object; ``False`` when it was not there."""
+        ...

@@ -292,3 +292,26 @@ class S3Storage:
 
     def report_uri(self, key: str) -> str:
         return self._uri(self._report_key(key))
+
+    def list_reports(self, prefix: str) -> list[Entry]:
+        """One paginated listing of ``<reports>/<prefix>/``; folder markers are left out."""
+        base = self._report_key(prefix) + "/"
+        reports_base = self._key(*self.settings.reports_parts) + "/"
+        found = [
+            Entry(item["Key"][len(reports_base) :], int(item["Size"]), str(item["ETag"]).strip('"'))
+            for item in self._objects(base)
+            if not item["Key"].endswith("/")
+        ]
+        return sorted(found, key=lambda entry: entry.key)
+
+    def delete_report(self, key: str) -> bool:
+        """A HEAD then a DELETE (S3's DELETE succeeds on a missing key); ``False`` when absent."""
+        full = self._report_key(key)
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=full)
+        except ClientError as error:
+            if _error_code(error) in _MISSING_CODES:
+                return False
+            raise
+        self.client.delete_object(Bucket=self.bucket, Key=full)
+        return True

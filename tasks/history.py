@@ -1,0 +1,154 @@
+"""The history store's IO: append one audit's rows, read a window of nights, prune old nights.
+
+Files live under ``<reports>/history/date=YYYY-MM-DD/`` (see :mod:`stormwatch.history.schema`),
+on any :class:`~stormwatch.tasks.storage.protocol.Storage`. An audit writes exactly one new object
+(its own key; a replay of the same audit writes the same key again) and never rewrites another
+night's file; reading lists ``history/`` once and reads the files of the nights asked for, skipping
+(with a warning naming its report key) any file that is damaged, foreign or of an unknown version.
+Plain functions (no Prefect): the flow wraps them in its tasks.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from stormwatch.history.frame import empty_history, history_frame
+from stormwatch.history.schema import (
+    HISTORY_FOLDER,
+    HISTORY_SCHEMA,
+    READ_SCHEMA,
+    STRING_COLUMNS,
+    HistoryFileError,
+    as_utc,
+    conform,
+    file_metadata,
+    history_key,
+    partition_date,
+)
+from stormwatch.load.tree import Entry
+from stormwatch.tasks.storage.protocol import Storage
+
+PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
+
+
+@dataclass(frozen=True)
+class HistoryRead:
+    """What :func:`read_history` found: rows (the analytics' DataFrame), the keys read, and one
+    warning per skipped file (each names its key)."""
+
+    rows: pd.DataFrame
+    keys: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """One history file: the table in :data:`HISTORY_SCHEMA` with the history footer metadata."""
+    table = table.select(list(HISTORY_SCHEMA.names)).cast(HISTORY_SCHEMA).replace_schema_metadata(file_metadata())
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def append_history(storage: Storage, table: pa.Table, *, audit_time: datetime) -> str | None:
+    """Write one audit's rows (from :func:`stormwatch.history.history_rows`) as one new file in the
+    audit date's partition; the key written, ``None`` when there are no rows (nothing is written).
+    Raises ValueError when the rows belong to more than one audit."""
+    if table.num_rows == 0:
+        return None
+    audits = table.column("audit_id").unique().to_pylist()
+    if len(audits) != 1:
+        raise ValueError(f"history rows of {len(audits)} audits given to one append")
+    key = history_key(audit_time, str(audits[0]))
+    storage.write_report(key, parquet_bytes(table), content_type=PARQUET_CONTENT_TYPE)
+    return key
+
+
+def _history_entries(storage: Storage) -> tuple[list[tuple[Entry, date]], list[str]]:
+    """History files (with their partition dates) and a warning for every other object there."""
+    files: list[tuple[Entry, date]] = []
+    warnings: list[str] = []
+    for entry in storage.list_reports(HISTORY_FOLDER):
+        day = partition_date(entry.key)
+        if day is None:
+            warnings.append(f"{entry.key}: skipped, not a history file name")
+        else:
+            files.append((entry, day))
+    return files, warnings
+
+
+def _read_one(storage: Storage, key: str, columns: Sequence[str] | None) -> pa.Table:
+    data = storage.read_report(key)
+    if data is None:
+        raise HistoryFileError(f"{key}: gone since it was listed")
+    try:
+        table = pq.read_table(pa.BufferReader(data), columns=None if columns is None else list(columns),
+                              read_dictionary=[name for name in STRING_COLUMNS if columns is None or name in columns])
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise HistoryFileError(f"{key}: not readable as Parquet ({error})") from error
+    return conform(table, name=key, schema=READ_SCHEMA, columns=columns)
+
+
+def _ns(moment: datetime) -> int:
+    """Nanoseconds since the epoch of an aware datetime (microsecond precision, as datetimes hold)."""
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def _within(table: pa.Table, since_ns: int, until_ns: int) -> pa.Table:
+    """The rows audited within [since_ns, until_ns]; a file (one audit, one time) is kept or
+    dropped whole without a filter pass."""
+    times_ns = pc.cast(table.column("audit_time"), pa.int64())
+    bounds = pc.min_max(times_ns).as_py()
+    if bounds["min"] is None or (since_ns <= bounds["min"] and bounds["max"] <= until_ns):
+        return table
+    if bounds["max"] < since_ns or bounds["min"] > until_ns:
+        return table.slice(0, 0)
+    return table.filter(pc.and_(pc.greater_equal(times_ns, since_ns), pc.less_equal(times_ns, until_ns)))
+
+
+def read_history(
+    storage: Storage, *, since: datetime, until: datetime, columns: Sequence[str] | None = None
+) -> HistoryRead:
+    """The rows audited from ``since`` to ``until`` (both included; naive = UTC), from the partitions
+    of those dates only; ``columns``: read only these (e.g.
+    :data:`~stormwatch.history.frame.ANALYTICS_COLUMNS`), default all. Files are read
+    ``settings.max_concurrency`` at a time; a damaged or foreign file is skipped with a warning
+    naming it."""
+    since, until = as_utc(since), as_utc(until)
+    files, warnings = _history_entries(storage)
+    wanted = [entry.key for entry, day in files if since.date() <= day <= until.date()]
+    tables: list[pa.Table] = []
+    keys: list[str] = []
+    workers = max(1, min(storage.settings.max_concurrency, len(wanted)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="history-read") as pool:
+        futures = [pool.submit(_read_one, storage, key, columns) for key in wanted]
+        for key, future in zip(wanted, futures, strict=True):
+            try:
+                tables.append(_within(future.result(), _ns(since), _ns(until)))
+                keys.append(key)
+            except HistoryFileError as error:
+                warnings.append(f"{error}; skipped")
+    if not tables:
+        return HistoryRead(empty_history(columns), tuple(keys), tuple(warnings))
+    return HistoryRead(history_frame(pa.concat_tables(tables)), tuple(keys), tuple(warnings))
+
+
+def prune_history(storage: Storage, *, keep_days: int, as_of: datetime) -> Sequence[str]:
+    """Delete the history files of nights older than the ``keep_days`` nights ending on ``as_of``'s
+    UTC date (``keep_days=1`` keeps that date only); the keys deleted. Only history-named files are
+    ever deleted; newer nights (a replay ``--as-of`` the past) are kept."""
+    if keep_days < 1:
+        raise ValueError(f"keep_days must be at least 1, got {keep_days}")
+    oldest_kept = as_utc(as_of).date() - timedelta(days=keep_days - 1)
+    files, _ = _history_entries(storage)
+    deleted = [entry.key for entry, day in files if day < oldest_kept]
+    return [key for key in deleted if storage.delete_report(key)]
