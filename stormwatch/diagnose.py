@@ -21,6 +21,7 @@ from stormwatch.load.loader import LoadResult, load_artifacts
 from stormwatch.load.tree import ArtifactTree, Entry
 from stormwatch.outputs.model_json import dumps_document, input_fingerprint, model_document
 from stormwatch.outputs.verdict import Verdict, decide_verdict
+from stormwatch.peers.job_facts import fleet_facts
 from stormwatch.severity import FailOn
 from stormwatch.version import ENGINE_VERSION
 
@@ -130,6 +131,7 @@ def diagnose(
         fingerprint=input_fingerprint(entries),
         engine_version=ENGINE_VERSION,
         options=options.recorded(),
+        fleet=fleet_facts(loaded, model).as_dict(),
     )
     return Diagnosis(job_id, loaded, model, verdict, document)
 

@@ -3,6 +3,12 @@
 Rows are built from each job's model.json document (parsed JSON), so a job
 skipped because its inputs did not change keeps the row of its last diagnosis.
 Failed and refused jobs get a row with their error and no verdict.
+
+A job's fleet facts (model.json's ``fleet`` member, see :mod:`stormwatch.peers`) reach
+both: a fleet.json row carries its ``outlier_ranks`` and ``coverage``; each fleet.parquet
+rank row its identity and peaks (:data:`FACT_COLUMNS`) and whether it is an ``outlier``.
+Documents written before the ``fleet`` member existed give empty outliers, no coverage,
+and missing (NA) facts and ``outlier`` cells.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class FleetRow:
     options: dict[str, Any] | None = None
     report: str | None = None
     error: str | None = None
+    outlier_ranks: tuple[dict[str, Any], ...] = ()  # fleet.outlier_ranks: {rank, metric, value_bytes, ...}
+    coverage: dict[str, Any] | None = None  # fleet.coverage; None when the document had no fleet facts
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -56,6 +64,7 @@ class FleetRow:
             name: data.get(name) for name in cls.__dataclass_fields__ if name not in ("rank_rows", "status")
         }
         known["missing_ranks"] = tuple(known.get("missing_ranks") or ())
+        known["outlier_ranks"] = tuple(dict(item) for item in known.get("outlier_ranks") or ())
         known["verdict"] = _verdict(known.get("verdict"))
         return cls(status=JobStatus(str(data.get("status"))), **known)
 
@@ -65,6 +74,7 @@ class FleetRow:
         data["status"] = self.status.value
         data["verdict"] = None if self.verdict is None else self.verdict.value
         data["missing_ranks"] = list(self.missing_ranks)
+        data["outlier_ranks"] = list(data["outlier_ranks"])
         return data
 
 
@@ -87,7 +97,12 @@ def row_from_document(
     (the stored one applied the ``--fail-on`` of the run that wrote it)."""
     model = document.get("model", {})
     verdict = document.get("verdict", {})
-    rows = tuple(dict(row) for row in model.get("rows", ()))
+    fleet = document.get("fleet") or {}
+    facts = {fact.get("rank"): fact for fact in fleet.get("ranks", ())}
+    rows = tuple(
+        {**row, **{name: facts.get(row.get("rank"), {}).get(name) for name in FACT_COLUMNS}}
+        for row in model.get("rows", ())
+    )
     return FleetRow(
         job_id=str(document.get("job_id")),
         status=status,
@@ -103,6 +118,8 @@ def row_from_document(
         input_fingerprint=document.get("input_fingerprint"),
         options=document.get("options"),
         report=report,
+        outlier_ranks=tuple(dict(item) for item in fleet.get("outlier_ranks", ())),
+        coverage=None if fleet.get("coverage") is None else dict(fleet["coverage"]),
         rank_rows=rows,
     )
 
@@ -128,13 +145,18 @@ def fleet_document(rows: Iterable[FleetRow], *, generated_at: datetime, storage:
     }
 
 
+#: Per-rank facts (model.json's ``fleet.ranks``) carried into fleet.parquet; NA for missing ranks.
+FACT_COLUMNS = ("host", "device_id", "peak_reserved_bytes", "peak_device_used_bytes", "device_total_bytes")
 RANK_COLUMNS = (
     "job_id", "verdict", "rank", "availability", "samples", "allocated_delta_bytes", "reserved_delta_bytes",
     "hidden_gap_latest_bytes", "hidden_gap_peak_abs_bytes", "has_anomaly", "first_anomaly_timestamp_ns",
-    "first_anomaly_signal", "first_anomaly_phase_path",
+    "first_anomaly_signal", "first_anomaly_phase_path", *FACT_COLUMNS, "outlier",
 )  # fmt: skip
 _INT_COLUMNS = ("rank", "samples", "allocated_delta_bytes", "reserved_delta_bytes", "hidden_gap_latest_bytes",
-                "hidden_gap_peak_abs_bytes", "first_anomaly_timestamp_ns")
+                "hidden_gap_peak_abs_bytes", "first_anomaly_timestamp_ns", "device_id", "peak_reserved_bytes",
+                "peak_device_used_bytes", "device_total_bytes")
+_BOOLEAN_COLUMNS = ("has_anomaly", "outlier")
+_STRING_COLUMNS = ("job_id", "verdict", "availability", "first_anomaly_signal", "first_anomaly_phase_path", "host")
 
 
 def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
@@ -143,7 +165,7 @@ def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -
     if previous is None or previous.empty:
         return fresh
     kept = previous[~previous["job_id"].isin([row.job_id for row in rows])]
-    merged = pd.concat([kept[list(RANK_COLUMNS)], fresh], ignore_index=True)
+    merged = pd.concat([_typed(kept.reindex(columns=list(RANK_COLUMNS))), fresh], ignore_index=True)
     return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
 
 
@@ -153,22 +175,35 @@ def with_carried_ranks(carried: pd.DataFrame | None, rows: Sequence[FleetRow]) -
     fresh = rank_table(rows)
     if carried is None or carried.empty:
         return fresh
-    merged = pd.concat([carried[list(RANK_COLUMNS)].astype(fresh.dtypes.to_dict()), fresh], ignore_index=True)
+    merged = pd.concat([_typed(carried.reindex(columns=list(RANK_COLUMNS))), fresh], ignore_index=True)
     return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
 
 
+def _outliers(row: FleetRow) -> frozenset[Any] | None:
+    """Ranks of ``row`` flagged on any metric; None when its document had no fleet facts (unknown)."""
+    if row.coverage is None and not row.outlier_ranks:
+        return None
+    return frozenset(item.get("rank") for item in row.outlier_ranks)
+
+
 def rank_table(rows: Iterable[FleetRow]) -> pd.DataFrame:
-    """One row per (job, rank): the model's rank rows with the job id and verdict; typed columns."""
-    records = [
-        {"job_id": row.job_id, "verdict": None if row.verdict is None else row.verdict.value,
-         **{name: rank.get(name) for name in RANK_COLUMNS[2:]}}
-        for row in sorted(rows, key=lambda item: item.job_id)
-        for rank in row.rank_rows
-    ]
-    table = pd.DataFrame.from_records(records, columns=list(RANK_COLUMNS))
-    for name in _INT_COLUMNS:
-        table[name] = table[name].astype("Int64")
-    table["has_anomaly"] = table["has_anomaly"].astype("boolean")
-    for name in ("job_id", "verdict", "availability", "first_anomaly_signal", "first_anomaly_phase_path"):
-        table[name] = table[name].astype("string")
-    return table
+    """One row per (job, rank): the model's rank rows with the job id and verdict, the rank's facts
+    (:data:`FACT_COLUMNS`) and ``outlier`` (flagged on any metric; NA when the job has no fleet facts);
+    typed columns."""
+    records = []
+    for row in sorted(rows, key=lambda item: item.job_id):
+        outliers = _outliers(row)
+        for rank in row.rank_rows:
+            record = {name: rank.get(name) for name in RANK_COLUMNS[2:-1]}
+            record["outlier"] = None if outliers is None else rank.get("rank") in outliers
+            records.append({"job_id": row.job_id, "verdict": None if row.verdict is None else row.verdict.value,
+                            **record})
+    return _typed(pd.DataFrame.from_records(records, columns=list(RANK_COLUMNS)))
+
+
+def _typed(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (exactly :data:`RANK_COLUMNS`) with fleet.parquet's column types."""
+    types = {name: "Int64" for name in _INT_COLUMNS}
+    types.update({name: "boolean" for name in _BOOLEAN_COLUMNS})
+    types.update({name: "string" for name in _STRING_COLUMNS})
+    return table.astype(types)

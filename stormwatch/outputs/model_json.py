@@ -2,6 +2,8 @@
 
 The ``model`` member is ``dataclasses.asdict`` of :class:`DiagnosticsModel` with
 the reference's field names (rank keys as strings, as JSON requires); the
+``fleet`` member beside it holds stormwatch's own per-job fleet facts
+(:mod:`stormwatch.peers`), so ``model`` stays exactly the reference's; the
 ``verdict`` member is a :class:`~stormwatch.outputs.verdict.Verdict` (decided in
 :mod:`stormwatch.outputs.verdict`). Written with orjson: numpy timelines
 serialise without a Python int per sample.
@@ -53,11 +55,14 @@ def model_document(
     engine_version: str,
     options: Mapping[str, Any] | None = None,
     generated_at: datetime | None = None,
+    fleet: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The model.json content as plain data (numpy arrays left for orjson).
 
     ``options`` records how the job was diagnosed (rank filter, session, preset):
     an audit re-diagnoses a job whose inputs are unchanged when these differ.
+    ``fleet`` is the job's fleet facts (:meth:`stormwatch.peers.FleetFacts.as_dict`: per-rank
+    facts, outlier ranks, coverage, regression), written beside ``model`` (``null`` when not given).
     """
     return json_safe({
         "schema_version": MODEL_SCHEMA_VERSION,
@@ -73,6 +78,7 @@ def model_document(
         "warnings": list(loaded.warnings),
         "verdict": {"status": verdict.status.value, "exit_code": int(verdict.exit_code), "summary": verdict.summary},
         "model": model,
+        "fleet": None if fleet is None else dict(fleet),
     })
 
 

@@ -1,0 +1,102 @@
+"""fleet.json rows and fleet.parquet rank rows carry the job's fleet facts (model.json's ``fleet``)."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pandas as pd
+import pytest
+
+from stormwatch.outputs.fleet import (
+    FACT_COLUMNS,
+    RANK_COLUMNS,
+    FleetRow,
+    JobStatus,
+    merge_rank_tables,
+    rank_table,
+    row_from_document,
+    with_carried_ranks,
+)
+
+GIB = 1024**3
+COVERAGE = {"expected_ranks": 3, "present_ranks": 2, "missing_ranks": [2], "ranks_present_percent": 66.67,
+            "sessions": 2, "sessions_without_stop": 0, "session_ids_without_stop": [],
+            "schema_versions": {"3": 20}, "collectors": {"stormlog.cuda_tracker": 20}, "load_warnings": 0}
+OUTLIER = {"rank": 1, "metric": "peak_reserved_bytes", "value_bytes": 30 * GIB, "median_bytes": 2 * GIB,
+           "robust_z": None}
+
+
+def fact(rank: int, reserved: int) -> dict[str, object]:
+    return {"rank": rank, "host": f"node-{rank}", "device_id": rank, "samples": 10, "peak_allocated_bytes": reserved,
+            "peak_reserved_bytes": reserved, "peak_device_used_bytes": reserved + GIB,
+            "device_total_bytes": 80 * GIB, "hidden_gap_peak_bytes": GIB}
+
+
+def document(job_id: str = "job-1", *, fleet: bool = True) -> dict[str, object]:
+    rows = [{"rank": rank, "availability": "missing" if rank == 2 else "present", "samples": 0 if rank == 2 else 10,
+             "has_anomaly": False} for rank in range(3)]
+    doc: dict[str, object] = {
+        "job_id": job_id, "verdict": {"status": "clean", "exit_code": 0},
+        "model": {"rows": rows, "expected_ranks": [0, 1, 2], "present_ranks": [0, 1], "missing_ranks": [2]},
+    }
+    if fleet:
+        doc["fleet"] = {"ranks": [fact(0, 2 * GIB), fact(1, 30 * GIB)], "outlier_ranks": [OUTLIER],
+                        "coverage": COVERAGE, "regression": None}
+    return doc
+
+
+def row_of(doc: dict[str, object]) -> FleetRow:
+    return row_from_document(doc, status=JobStatus.DIAGNOSED, report="r.html")
+
+
+def test_a_row_carries_outliers_and_coverage_through_fleet_json() -> None:
+    row = row_of(document())
+    assert row.outlier_ranks == (OUTLIER,) and row.coverage == COVERAGE
+    data = orjson.loads(orjson.dumps(row.as_json()))
+    assert data["outlier_ranks"] == [OUTLIER] and data["coverage"] == COVERAGE and "rank_rows" not in data
+    assert FleetRow.from_json(data) == row
+
+
+def test_rows_without_fleet_facts() -> None:
+    row = row_of(document(fleet=False))
+    assert row.outlier_ranks == () and row.coverage is None
+    older = {key: value for key, value in row.as_json().items() if key not in ("outlier_ranks", "coverage")}
+    assert FleetRow.from_json(older) == row  # a fleet.json written before these fields
+    table = rank_table([row])
+    assert table[list(FACT_COLUMNS)].isna().all().all() and table["outlier"].isna().all()
+
+
+def test_rank_table_holds_facts_and_the_outlier_flag() -> None:
+    table = rank_table([row_of(document())])
+    assert tuple(table.columns) == RANK_COLUMNS
+    assert table["outlier"].tolist() == [False, True, False]  # the missing rank is no outlier
+    assert table["host"].tolist()[:2] == ["node-0", "node-1"] and table["host"].isna().tolist() == [False, False, True]
+    assert table["peak_reserved_bytes"].tolist()[:2] == [2 * GIB, 30 * GIB]
+    assert table.loc[2, ["device_id", "peak_device_used_bytes", "device_total_bytes"]].isna().all()
+    assert {name: str(table[name].dtype) for name in ("host", "device_id", "device_total_bytes", "outlier")} == {
+        "host": "string", "device_id": "Int64", "device_total_bytes": "Int64", "outlier": "boolean"}
+
+
+def parquet_round_trip(table: pd.DataFrame) -> pd.DataFrame:
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
+
+
+@pytest.mark.parametrize("combine", [merge_rank_tables, with_carried_ranks])
+def test_previous_ranks_keep_their_facts(combine) -> None:
+    previous = parquet_round_trip(rank_table([row_of(document("job-0"))]))
+    merged = combine(previous, [row_of(document("job-1"))])
+    assert tuple(merged.columns) == RANK_COLUMNS and len(merged) == 6
+    assert merged["outlier"].tolist() == [False, True, False] * 2
+    assert merged.dtypes.to_dict() == rank_table([]).dtypes.to_dict()
+
+
+def test_post_job_merge_accepts_a_fleet_parquet_from_before_the_facts() -> None:
+    old = rank_table([row_of(document("job-0"))]).drop(columns=[*FACT_COLUMNS, "outlier"])
+    merged = merge_rank_tables(parquet_round_trip(old), [row_of(document("job-1"))])
+    assert merged["job_id"].tolist() == ["job-0"] * 3 + ["job-1"] * 3
+    assert merged["outlier"].isna().tolist() == [True] * 3 + [False] * 3
+    assert merged.loc[merged["job_id"] == "job-0", "host"].isna().all()
+    parquet_round_trip(merged)  # still writes
