@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.futures import PrefectFuture, as_completed
 
 from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.progress import JobProgress
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
@@ -68,10 +70,18 @@ def run_batches(
     options: AuditOptions,
     engine: EngineSettings,
     *,
+    earlier: Mapping[str, pd.DataFrame] | None = None,
     progress: bool = False,
 ) -> list[JobOutcome]:
-    """Submit one task per batch and collect an outcome per job, failed ones included."""
-    futures = {diagnose_batch.submit(settings, batch, options, engine): batch for batch in batches}
+    """Submit one task per batch and collect an outcome per job, failed ones included. ``earlier``:
+    history rows by job name; each batch gets those of its own jobs' names."""
+    earlier = earlier or {}
+
+    def names(batch: Batch) -> dict[str, pd.DataFrame]:
+        wanted = {options.job_names.name_of(job.job_id) for job in batch.jobs}
+        return {name: rows for name, rows in earlier.items() if name in wanted}
+
+    futures = {diagnose_batch.submit(settings, batch, options, engine, names(batch)): batch for batch in batches}
     outcomes: list[JobOutcome] = []
     with JobProgress(sum(len(batch.jobs) for batch in batches), enabled=progress) as bar:
         for future in as_completed(list(futures)):
@@ -87,7 +97,8 @@ def audit_options(params: AuditParameters) -> AuditOptions:
     diagnose = DiagnoseOptions.parse(fail_on=params.fail_on.value, preset=params.preset.value,
                                      max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events)
     return AuditOptions(diagnose, force=params.force, max_bytes=params.max_job_bytes,
-                        report_base_url=params.report_base_url)
+                        report_base_url=params.report_base_url, audit_time=params.audit_time(),
+                        job_names=params.job_names())
 
 
 def notify_settings(params: AuditParameters, *, digest: bool) -> NotifySettings:
@@ -167,6 +178,7 @@ class AuditRun:
     rows: list[FleetRow]
     outcomes: list[JobOutcome]
     plan: AuditPlan
+    sections: dict[str, Any]
 
 
 def audit_jobs(
@@ -181,13 +193,19 @@ def audit_jobs(
     logger.info("%d jobs: %d to diagnose (%d bytes, %d batches), %d unchanged, %d refused ids",
                 len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), len(plan.unchanged),
                 len(inventory.refused))
+    audit_time = options.acting_at()
+    earlier = read_earlier(settings, params, audit_time=audit_time)
+    names = {options.job_names.name_of(job.job_id) for job in plan.diagnose}
     try:
-        outcomes = run_batches(settings, batches, options, engine, progress=progress)
+        outcomes = run_batches(settings, batches, options, engine, earlier=by_job_name(earlier.rows, names),
+                               progress=progress)
     finally:
         close_shared_pools()
     rows = [outcome.row for outcome in outcomes] + list(plan.unchanged)
     rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
-    return AuditRun(rows, outcomes, plan)
+    sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
+                                  rows=rows)
+    return AuditRun(rows, outcomes, plan, sections)
 
 
 @flow(name="nightly-audit", log_prints=False)
@@ -210,7 +228,7 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
             done = audit_jobs(settings, params, options, progress=progress)
             rows, plan = done.rows, done.plan
             lease.renew()  # still ours before writing fleet-wide outputs (raises LeaseLostError if not)
-            fleet = publish_fleet_task(settings, rows, datetime.now(UTC), plan.unchanged_ranks)
+            fleet = publish_fleet_task(settings, rows, options.acting_at(), plan.unchanged_ranks, done.sections)
             link_reports(settings, rows, options)
             result = summarise(rows, fleet)
             storage = storage_for(settings)

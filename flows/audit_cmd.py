@@ -42,6 +42,12 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
     parser.add_argument("--report-base-url", default=None, metavar="URL",
                         help="http(s) address where reports/ is served, for links in notifications")
+    history = parser.add_argument_group("history (reports/history/) and fleet comparisons")
+    history.add_argument("--job-name-pattern", default=None, metavar="REGEX",
+                         help="group 1 of this regex, matched against a job id, is its job name (default: the id "
+                              "without a trailing run number or date: llama-8r-0142 -> llama-8r)")
+    history.add_argument("--history-days", type=int, default=None, metavar="N",
+                         help="nights of history kept (default 90)")
     notify = parser.add_argument_group("notifications (secrets also from the environment or Prefect Secret blocks)")
     notify.add_argument("--notify-on", default=None, choices=[Severity.WARNING.value, Severity.CRITICAL.value],
                         help="least first-cause severity that notifies (default critical; $STORMWATCH_NOTIFY_ON)")
@@ -66,6 +72,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
                             "(the default with --dask-address: each Dask worker is a process)")
     audit.add_argument("--batch-bytes", type=int, default=None, metavar="N",
                        help=f"most input bytes one diagnose-batch task takes (default {BatchSizing().max_bytes})")
+    audit.add_argument("--as-of", default=None, metavar="DATETIME",
+                       help="audit as of this ISO 8601 time (UTC unless it says otherwise; default now): the audit "
+                            "time, the history partition and every window, so a past night can be replayed")
     audit.add_argument("--dask-address", default=None, metavar="ADDR",
                        help="run the batches on an existing Dask cluster (tcp://host:8786) through prefect-dask")
     audit.set_defaults(run=run_audit)
@@ -146,20 +155,21 @@ def audit_parameters(args: argparse.Namespace, *, storage: str) -> AuditParamete
         "email_from": args.email_from,
         "slack_webhook_block": args.slack_webhook_block,
         "smtp_url_block": args.smtp_url_block,
-        **engine_choices(args),
+        **optional_choices(args),
     })
 
 
-def engine_choices(args: argparse.Namespace) -> dict[str, object]:
-    """``audit``'s engine flags as parameters (``serve`` has none: the defaults); with a Dask
-    address the engine runs inline on the Dask workers unless told otherwise."""
+def optional_choices(args: argparse.Namespace) -> dict[str, object]:
+    """The flags given that have no value otherwise (``serve`` lacks the engine flags and
+    ``--as-of``: the defaults); with a Dask address the engine runs inline on the Dask workers
+    unless told otherwise."""
     choices: dict[str, object] = {}
     engine = getattr(args, "engine", None)
     if engine is None and getattr(args, "dask_address", None):
         engine = EngineMode.INLINE.value
     if engine is not None:
         choices["engine"] = engine
-    for name in ("workers", "batch_bytes"):
+    for name in ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days"):
         if getattr(args, name, None) is not None:
             choices[name] = getattr(args, name)
     return choices

@@ -15,12 +15,14 @@ settings are in place).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.history.job_names import JobNamePattern
 from stormwatch.load.limits import LoadLimits
 from stormwatch.severity import FailOn
 from stormwatch.tasks.batches import BatchSizing
@@ -70,6 +72,11 @@ class AuditParameters(BaseModel):
     workers: int | None = Field(default=None, ge=1, description="engine workers (processes or threads); default: cores")
     batch_bytes: int = Field(default=BatchSizing().max_bytes, ge=1 << 20,
                              description="bytes: most input one diagnose-batch task takes (a larger job runs alone)")
+    as_of: datetime | None = Field(default=None, description="audit as of this time (UTC; default: now): "
+                                   "the audit time, the history partition and every window")
+    job_name_pattern: str | None = Field(default=None, description="regex whose group 1 is the job name of a job id "
+                                         "(default: the id without a trailing run number or date)")
+    history_days: int = Field(default=90, ge=1, description="days of history kept under reports/history/")
 
     @field_validator("storage")
     @classmethod
@@ -90,6 +97,21 @@ class AuditParameters(BaseModel):
             raise ValueError("a URL parameter must not hold a password (Prefect stores parameters)")
         return value
 
+    @field_validator("as_of")
+    @classmethod
+    def _as_of_utc(cls, value: datetime | None) -> datetime | None:
+        """A naive time is UTC; any other is converted to UTC."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    @field_validator("job_name_pattern")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            JobNamePattern(value)  # JobNamePatternError (a ValueError): does not compile, or has no group
+        return value
+
     @model_validator(mode="after")
     def _caps(self) -> AuditParameters:
         """The loader's caps as :class:`LoadLimits` checks them (positive integers)."""
@@ -107,6 +129,13 @@ class AuditParameters(BaseModel):
     def load_caps(self) -> dict[str, int | None]:
         """``max_artifact_bytes`` and ``max_events`` (``None``: the loader's default)."""
         return {"max_artifact_bytes": self.max_artifact_bytes, "max_events": self.max_events}
+
+    def audit_time(self) -> datetime:
+        """The time this audit acts at: ``as_of``, else now (UTC)."""
+        return self.as_of or datetime.now(UTC)
+
+    def job_names(self) -> JobNamePattern:
+        return JobNamePattern(self.job_name_pattern) if self.job_name_pattern else JobNamePattern()
 
     def engine_settings(self) -> EngineSettings:
         return EngineSettings(mode=self.engine, workers=self.workers)

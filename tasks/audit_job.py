@@ -11,12 +11,19 @@ failure is retried with back-off (:data:`~stormwatch.tasks.retry.DIAGNOSE_JOB_RE
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 import orjson
+import pandas as pd
+import pyarrow as pa
 
 from stormwatch.diagnose import DiagnoseOptions, diagnose
+from stormwatch.history.job_names import JobNamePattern
+from stormwatch.history.job_regression import regression_summary
+from stormwatch.history.regressions import RegressionThresholds
+from stormwatch.history.rows import history_rows
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, row_from_document
 from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.outputs.verdict import VerdictStatus, exit_code_for
@@ -50,6 +57,13 @@ class AuditOptions:
     max_bytes: int | None = None
     report_base_url: str | None = None
     job_retry: RetryPolicy = DIAGNOSE_JOB_RETRY
+    audit_time: datetime | None = None
+    job_names: JobNamePattern = JobNamePattern()
+    regression: RegressionThresholds = RegressionThresholds()
+
+    def acting_at(self) -> datetime:
+        """The audit's time (``--as-of``), else now: model.json's ``generated_at`` and the history's."""
+        return self.audit_time or datetime.now(UTC)
 
     def report_link(self, storage: Storage, key: str) -> str:
         """The report's address: under ``report_base_url`` (each key segment percent-encoded, as
@@ -62,10 +76,20 @@ class AuditOptions:
 
 @dataclass(frozen=True)
 class JobOutcome:
-    """A job's fleet row and, when it has a model, what notifications need of it."""
+    """A job's fleet row and, when it has a model, what notifications need of it and its history
+    rows (one per rank, :mod:`stormwatch.history.schema`)."""
 
     row: FleetRow
     finding: JobFinding | None = None
+    history: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class JobWork:
+    """A job to diagnose and the history rows of earlier runs of its job name (None: none kept)."""
+
+    job: JobInputs
+    earlier: pd.DataFrame | None = None
 
 
 
@@ -110,17 +134,27 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
     return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options)
 
 
-def diagnose_inputs(storage: Storage, job: JobInputs, *, options: AuditOptions) -> JobOutcome:
-    """Diagnose a job from its listed inputs (no skip check here) and store its reports."""
+def diagnose_inputs(
+    storage: Storage, job: JobInputs, *, options: AuditOptions, earlier: pd.DataFrame | None = None
+) -> JobOutcome:
+    """Diagnose a job from its listed inputs (no skip check here), compare it with ``earlier``
+    runs of its job name (model.json's ``fleet.regression``) and store its reports."""
     tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
                              max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
     diagnosis = diagnose(tree, job_id=job.job_id, source_name=storage.job_source(job.job_id),
                          options=options.diagnose, entries=job.entries)
+    document = diagnosis.document
+    acting_at = options.acting_at()
+    document["generated_at"] = acting_at.isoformat()
+    history = history_rows([document], job_names=options.job_names, audit_time=acting_at)
+    if isinstance(document.get("fleet"), dict):
+        document["fleet"]["regression"] = regression_summary(job.job_id, history, earlier,
+                                                             thresholds=options.regression)
     report = report_html_key(job.job_id)
     storage.write_report(model_json_key(job.job_id), diagnosis.model_json(), content_type="application/json")
-    storage.write_report(report, render_job(diagnosis.document).encode("utf-8"), content_type=HTML)
-    row = row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report=report)
-    return JobOutcome(row, _finding(diagnosis.document, options.report_link(storage, report)))
+    storage.write_report(report, render_job(document).encode("utf-8"), content_type=HTML)
+    row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)
+    return JobOutcome(row, _finding(document, options.report_link(storage, report)), history)
 
 
 def failed_outcome(job_id: str, error: BaseException | str) -> JobOutcome:
@@ -129,12 +163,12 @@ def failed_outcome(job_id: str, error: BaseException | str) -> JobOutcome:
     return JobOutcome(failed_row(job_id, status=JobStatus.FAILED, error=text))
 
 
-def run_job(job: JobInputs, settings: StorageSettings, options: AuditOptions) -> JobOutcome:
+def run_job(work: JobWork, settings: StorageSettings, options: AuditOptions) -> JobOutcome:
     """:func:`diagnose_inputs` on this process's storage for ``settings``, retried while it fails
     transiently (``options.job_retry``); never raises for the job (its failure is its row)."""
     outcome: list[JobOutcome] = []
-    attempted = options.job_retry.run(
-        lambda: outcome.append(diagnose_inputs(storage_for(settings), job, options=options)))
+    attempted = options.job_retry.run(lambda: outcome.append(
+        diagnose_inputs(storage_for(settings), work.job, options=options, earlier=work.earlier)))
     if attempted.error is not None:
-        return failed_outcome(job.job_id, attempted.error)
+        return failed_outcome(work.job.job_id, attempted.error)
     return outcome[0]

@@ -11,15 +11,18 @@ and hashing a batch's inputs would cost the orchestrator time for nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, audit_one, failed_outcome, run_job
+from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, JobWork, audit_one, failed_outcome, run_job
 from stormwatch.tasks.batches import Batch
 from stormwatch.tasks.engine_pool import EngineSettings, WorkerDied, shared_pool
 from stormwatch.tasks.plan import PreviousFleet, read_previous_fleet
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, FLEET_IO_RETRY, is_transient
-from stormwatch.tasks.storage.inventory import Inventory, JobInputs
+from stormwatch.tasks.storage.inventory import Inventory
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings
 
@@ -34,16 +37,23 @@ def read_previous(settings: StorageSettings, inventory: Inventory) -> PreviousFl
     return read_previous_fleet(storage_for(settings), inventory)
 
 
-def died_outcome(job: JobInputs, error: WorkerDied) -> JobOutcome:
-    return failed_outcome(job.job_id, error)
+def died_outcome(work: JobWork, error: WorkerDied) -> JobOutcome:
+    return failed_outcome(work.job.job_id, error)
 
 
 @task(name="diagnose-batch", task_run_name="diagnose-batch-{batch.label}", cache_policy=NO_CACHE)
 def diagnose_batch(
-    settings: StorageSettings, batch: Batch, options: AuditOptions, engine: EngineSettings
+    settings: StorageSettings,
+    batch: Batch,
+    options: AuditOptions,
+    engine: EngineSettings,
+    earlier: Mapping[str, pd.DataFrame] | None = None,
 ) -> list[JobOutcome]:
-    """An outcome per job of the batch, in its order; a job's failure is its outcome's row."""
-    return shared_pool(engine).map(run_job, batch.jobs, settings, options, on_death=died_outcome)
+    """An outcome per job of the batch, in its order; a job's failure is its outcome's row.
+    ``earlier``: history rows of earlier runs by job name (the batch's names only)."""
+    earlier = earlier or {}
+    work = [JobWork(job, earlier.get(options.job_names.name_of(job.job_id))) for job in batch.jobs]
+    return shared_pool(engine).map(run_job, work, settings, options, on_death=died_outcome)
 
 
 @task(

@@ -5,7 +5,8 @@ on any :class:`~stormwatch.tasks.storage.protocol.Storage`. An audit writes exac
 (its own key; a replay of the same audit writes the same key again) and never rewrites another
 night's file; reading lists ``history/`` once and reads the files of the nights asked for, skipping
 (with a warning naming its report key) any file that is damaged, foreign or of an unknown version.
-Plain functions (no Prefect): the flow wraps them in its tasks.
+Plain functions, and the two Prefect tasks the audit runs them in (read, and append + prune),
+retried with back-off when the storage fails transiently.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
-from stormwatch.history.frame import empty_history, history_frame
+from stormwatch.history.frame import ANALYTICS_COLUMNS, empty_history, history_frame
 from stormwatch.history.schema import (
     HISTORY_FOLDER,
     HISTORY_SCHEMA,
@@ -35,7 +38,9 @@ from stormwatch.history.schema import (
     partition_date,
 )
 from stormwatch.load.tree import Entry
-from stormwatch.tasks.storage.protocol import Storage
+from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
+from stormwatch.tasks.storage.open import storage_for
+from stormwatch.tasks.storage.protocol import Storage, StorageSettings
 
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
 
@@ -152,3 +157,19 @@ def prune_history(storage: Storage, *, keep_days: int, as_of: datetime) -> Seque
     files, _ = _history_entries(storage)
     deleted = [entry.key for entry, day in files if day < oldest_kept]
     return [key for key in deleted if storage.delete_report(key)]
+
+
+@task(name="read-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+def read_history_task(settings: StorageSettings, since: datetime, until: datetime) -> HistoryRead:
+    return read_history(storage_for(settings), since=since, until=until, columns=ANALYTICS_COLUMNS)
+
+
+@task(name="append-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+def append_history_task(settings: StorageSettings, table: pa.Table, audit_time: datetime, keep_days: int) -> dict[
+    str, object
+]:
+    """This audit's rows appended, then nights older than ``keep_days`` removed."""
+    storage = storage_for(settings)
+    key = append_history(storage, table, audit_time=audit_time)
+    pruned = prune_history(storage, keep_days=keep_days, as_of=audit_time)
+    return {"written": key, "pruned": list(pruned), "rows": table.num_rows}

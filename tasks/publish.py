@@ -8,7 +8,7 @@ reader sees either the previous version or the new one. Retried with back-off
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import orjson
@@ -42,12 +42,14 @@ def publish_fleet(
     generated_at: datetime,
     storage_uri: str,
     carried_ranks: pd.DataFrame | None = None,
+    sections: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """Write fleet.json, fleet.parquet and index.html; returns the fleet document.
 
     ``carried_ranks``: fleet.parquet rows of jobs whose rows were carried over unchanged (their
-    rank rows are not in ``rows``), written with the ranks of ``rows``."""
-    document = fleet_document(rows, generated_at=generated_at, storage=storage_uri)
+    rank rows are not in ``rows``), written with the ranks of ``rows``. ``sections``: fleet-wide
+    members added to fleet.json (trends, regressions, suspect hosts, coverage, history)."""
+    document = {**fleet_document(rows, generated_at=generated_at, storage=storage_uri), **(sections or {})}
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
                          content_type="application/json")
     storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(with_carried_ranks(carried_ranks, rows)),
@@ -82,6 +84,7 @@ def publish_fleet_task(
     rows: Sequence[FleetRow],
     generated_at: datetime,
     carried_ranks: pd.DataFrame | None = None,
+    sections: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     return publish_fleet(storage_for(settings), rows, generated_at=generated_at, storage_uri=settings.uri,
-                         carried_ranks=carried_ranks)
+                         carried_ranks=carried_ranks, sections=sections)

@@ -511,6 +511,7 @@ def write_multi_rank_job(
     layout: str = "rank_dirs", fmt: str = "jsonl", missing_ranks: Sequence[int] = (),
     job_id: str = "job-1", gpus_per_node: int = 8, start_ns: int = START_NS,
     json_via: str = "records", phases: Sequence[Phase] = (), alerts: Sequence[Alert] = (),
+    host_of: Callable[[int], str] | None = None, alerts_of: Callable[[int], Sequence[Alert]] | None = None,
 ) -> list[Path]:
     """One artifact per present rank sharing ``job_id``; returns their paths in rank order
     (pass them separately to the reference to get its distributed merge).
@@ -521,7 +522,8 @@ def write_multi_rank_job(
     :func:`write_cpu_tracker_export`; jsonl/sink/json use :func:`timeline_records`.
     Rank r: session ``f"{job_id}-rank{r}"``, host ``node-{r // gpus_per_node}``,
     pid ``1000 + r``, local_rank/device ``r % gpus_per_node``; default samples are
-    :func:`ramp` with base ``1 GiB + r * 16 MiB``.
+    :func:`ramp` with base ``1 GiB + r * 16 MiB``. ``host_of(r)`` and ``alerts_of(r)``, when
+    given, set a rank's host and alerts instead.
     """
     root = Path(root)
     paths: list[Path] = []
@@ -530,6 +532,8 @@ def write_multi_rank_job(
             continue
         seq = samples(rank) if callable(samples) else ramp(samples, base=GIB + rank * 16 * MIB)
         local, host, pid = rank % gpus_per_node, f"node-{rank // gpus_per_node}", 1000 + rank
+        host = host_of(rank) if host_of is not None else host
+        rank_alerts = alerts_of(rank) if alerts_of is not None else alerts
         ident = dict(rank=rank, world_size=world_size, local_rank=local, job_id=job_id,
                      session_id=f"{job_id}-rank{rank}", start_ns=start_ns)
         base, stem = ((root / f"rank_{rank}", "events") if layout == "rank_dirs"
@@ -537,9 +541,9 @@ def write_multi_rank_job(
         if fmt == "csv" or (fmt == "json" and json_via == "tracker"):
             paths.append(write_cpu_tracker_export(
                 base / f"{stem}.{fmt}", fmt=fmt, samples=seq, host=host, pid=pid,
-                phases=phases, alerts=alerts, **ident))
+                phases=phases, alerts=rank_alerts, **ident))
             continue
-        records = timeline_records(samples=seq, phases=phases, alerts=alerts, host=host,
+        records = timeline_records(samples=seq, phases=phases, alerts=rank_alerts, host=host,
                                    pid=pid, device_id=local, **ident)
         if fmt == "json":
             paths.append(write_json(base / f"{stem}.json", records))

@@ -197,9 +197,9 @@ def test_a_job_failing_past_every_retry_is_recorded_and_completed_next_audit(
     upload_fleet(proxied.direct, fleet_files)
     attempts: Counter[str] = Counter()
 
-    def counted(storage: Any, job: JobInputs, *, options: AuditOptions) -> Any:
+    def counted(storage: Any, job: JobInputs, *, options: AuditOptions, **more: Any) -> Any:
         attempts[job.job_id] += 1
-        return diagnose_inputs(storage, job, options=options)
+        return diagnose_inputs(storage, job, options=options, **more)
 
     monkeypatch.setattr(stormwatch.tasks.audit_job, "diagnose_inputs", counted)
     proxied.proxy.inject(Fault.ERROR_500, ops={Op.GET}, key="*/jobs/clean-job/*", times=None)

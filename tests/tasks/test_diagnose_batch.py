@@ -9,7 +9,7 @@ import pytest
 
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.outputs.fleet import JobStatus
-from stormwatch.tasks.audit_job import AuditOptions
+from stormwatch.tasks.audit_job import AuditOptions, JobWork
 from stormwatch.tasks.batches import Batch
 from stormwatch.tasks.diagnose import diagnose_batch, died_outcome
 from stormwatch.tasks.engine_pool import EngineMode, EngineSettings, WorkerDied, close_shared_pools
@@ -46,6 +46,6 @@ def test_a_batch_gives_an_outcome_per_job_and_a_failing_job_fails_alone(tmp_path
 
 def test_a_job_whose_worker_died_twice_is_a_failed_row_saying_so() -> None:
     died = WorkerDied("the worker process diagnosing this job was killed by SIGKILL")
-    outcome = died_outcome(JobInputs("job-9", ()), died)
+    outcome = died_outcome(JobWork(JobInputs("job-9", ())), died)
     assert outcome.row.status is JobStatus.FAILED and outcome.finding is None
     assert outcome.row.error == "WorkerDied: the worker process diagnosing this job was killed by SIGKILL"

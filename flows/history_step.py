@@ -1,0 +1,74 @@
+"""The audit's history step: earlier runs before the batches, this audit's rows and the fleet's
+comparisons after them.
+
+Before: the history of the last ``history_days`` nights up to the audit time is read once
+(analytics columns only) and split by job name, so each job's worker compares the job with
+the earlier runs of its name (model.json's ``fleet.regression``). After: the rows of the jobs
+diagnosed now (an unchanged job adds none) are appended as one file, nights past the
+retention are removed, and fleet.json's ``trends``, ``regressions``, ``suspect_hosts`` and
+``coverage`` are computed from the history with this audit's rows in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from prefect import get_run_logger
+
+from stormwatch.flows.parameters import AuditParameters
+from stormwatch.history.frame import history_frame
+from stormwatch.history.regressions import RegressionThresholds
+from stormwatch.history.sections import compare_fleet, fleet_coverage
+from stormwatch.history.suspects import SuspectThresholds
+from stormwatch.outputs.fleet import FleetRow
+from stormwatch.tasks.audit_job import JobOutcome
+from stormwatch.tasks.history import HistoryRead, append_history_task, read_history_task
+from stormwatch.tasks.storage.protocol import StorageSettings
+
+
+def read_earlier(settings: StorageSettings, params: AuditParameters, *, audit_time: datetime) -> HistoryRead:
+    """The kept history up to ``audit_time``; a file that cannot be read is a logged warning."""
+    found = read_history_task(settings, audit_time - timedelta(days=params.history_days), audit_time)
+    for warning in found.warnings:
+        get_run_logger().warning("history: %s", warning)
+    return found
+
+
+def by_job_name(history: pd.DataFrame, names: Collection[str]) -> dict[str, pd.DataFrame]:
+    """The rows of each of ``names`` (job names), for the workers comparing a job with its earlier runs."""
+    if history.empty or not names:
+        return {}
+    chosen = history[history["job_name"].astype(object).isin(set(names))]
+    return {str(name): rows.reset_index(drop=True) for name, rows in chosen.groupby("job_name", observed=True)}
+
+
+def record_and_compare(
+    settings: StorageSettings,
+    params: AuditParameters,
+    *,
+    audit_time: datetime,
+    earlier: HistoryRead,
+    outcomes: Sequence[JobOutcome],
+    rows: Sequence[FleetRow],
+) -> dict[str, Any]:
+    """Append this audit's rows (pruning old nights) and return fleet.json's fleet-wide members."""
+    tables = [outcome.history for outcome in outcomes if outcome.history is not None and outcome.history.num_rows]
+    now = pa.concat_tables(tables) if tables else None
+    if now is not None:
+        append_history_task(settings, now, audit_time, params.history_days)
+    frames = [frame for frame in (earlier.rows, None if now is None else history_frame(now)) if frame is not None]
+    frames = [frame.astype({c: object for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+              for frame in frames if not frame.empty]
+    history = pd.concat(frames, ignore_index=True) if frames else earlier.rows
+    compared = compare_fleet(history, as_of=audit_time, trend_days=params.history_days,
+                             regression=RegressionThresholds(), suspects=SuspectThresholds())
+    sections: dict[str, Any] = compared.as_json()
+    sections["coverage"] = fleet_coverage(row.coverage for row in rows)
+    sections["history"] = {"audit_time": audit_time.isoformat(), "rows_added": 0 if now is None else now.num_rows,
+                           "warnings": list(earlier.warnings)}
+    return sections
+

@@ -1,0 +1,83 @@
+"""fleet.json's fleet-wide members, from the history and the fleet's rows.
+
+``trends`` (per night, the history window), ``regressions`` (the latest run of every job name,
+where it regressed), ``suspect_hosts`` (the last nights' hosts and devices holding first causes
+far above the fleet's rate) and ``coverage`` (the fleet's rows summed). Pure: the caller reads
+the history and writes fleet.json.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from stormwatch.history.frame import in_window, job_runs
+from stormwatch.history.regressions import Regression, RegressionStatus, RegressionThresholds, find_regressions
+from stormwatch.history.suspects import Suspect, SuspectThresholds, find_suspects
+from stormwatch.history.trends import nightly_trends
+
+
+@dataclass(frozen=True)
+class FleetComparisons:
+    """What the fleet's history says tonight (tuples, oldest or most suspect first)."""
+
+    trends: tuple[dict[str, Any], ...]
+    regressions: tuple[Regression, ...]
+    suspects: tuple[Suspect, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "trends": list(self.trends),
+            "regressions": [item.as_json() for item in self.regressions],
+            "suspect_hosts": [item.as_json() for item in self.suspects],
+        }
+
+
+def compare_fleet(
+    history: pd.DataFrame,
+    *,
+    as_of: datetime,
+    trend_days: int,
+    regression: RegressionThresholds,
+    suspects: SuspectThresholds,
+) -> FleetComparisons:
+    """``history``: every row read for this audit plus its own rows (later rows are ignored)."""
+    current = in_window(history, as_of=as_of, days=None)
+    runs = job_runs(current)
+    latest: list[str] = []
+    if not runs.empty:
+        latest = list(runs.groupby(["job_name", "world_size"], dropna=False, sort=False)["job_id"].last())
+    regressed = tuple(item for item in find_regressions(current, job_ids=latest, thresholds=regression)
+                      if item.status is RegressionStatus.REGRESSION)
+    trends = tuple(trend.as_json() for trend in nightly_trends(in_window(current, as_of=as_of, days=trend_days)))
+    return FleetComparisons(trends, regressed, find_suspects(current, as_of=as_of, thresholds=suspects))
+
+
+def fleet_coverage(coverages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The fleet's coverage: the jobs' ``fleet.coverage`` summed (jobs without one are not counted)."""
+    total: Counter[str] = Counter()
+    versions: Counter[str] = Counter()
+    collectors: Counter[str] = Counter()
+    jobs = 0
+    for coverage in coverages:
+        if not coverage:
+            continue
+        jobs += 1
+        for name in ("expected_ranks", "present_ranks", "sessions", "sessions_without_stop", "load_warnings"):
+            total[name] += int(coverage.get(name) or 0)
+        versions.update({str(key): int(value) for key, value in (coverage.get("schema_versions") or {}).items()})
+        collectors.update({str(key): int(value) for key, value in (coverage.get("collectors") or {}).items()})
+    expected = total["expected_ranks"]
+    return {
+        "jobs": jobs,
+        **{name: total[name] for name in ("expected_ranks", "present_ranks", "sessions", "sessions_without_stop",
+                                          "load_warnings")},
+        "percent": round(100.0 * total["present_ranks"] / expected, 1) if expected else None,
+        "schema_versions": dict(sorted(versions.items())),
+        "collectors": dict(sorted(collectors.items())),
+    }
