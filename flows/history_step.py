@@ -22,6 +22,7 @@ from prefect import get_run_logger
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.history.frame import history_frame
 from stormwatch.history.regressions import RegressionThresholds
+from stormwatch.history.schema import audit_id
 from stormwatch.history.sections import compare_fleet, fleet_coverage
 from stormwatch.history.suspects import SuspectThresholds
 from stormwatch.outputs.fleet import FleetRow
@@ -46,6 +47,16 @@ def by_job_name(history: pd.DataFrame, names: Collection[str]) -> dict[str, pd.D
     return {str(name): rows.reset_index(drop=True) for name, rows in chosen.groupby("job_name", observed=True)}
 
 
+def one_audit(table: pa.Table, audit_time: datetime) -> pa.Table:
+    """The rows the workers made, job by job, as one audit's: one ``audit_id`` over all its jobs."""
+    jobs = {(job, fingerprint) for job, fingerprint in zip(table.column("job_id").to_pylist(),
+                                                           table.column("input_fingerprint").to_pylist(),
+                                                           strict=True)}
+    index = table.schema.get_field_index("audit_id")
+    ids = pa.array([audit_id(audit_time, sorted(jobs))] * table.num_rows, type=table.schema.field(index).type)
+    return table.set_column(index, table.schema.field(index), ids)
+
+
 def record_and_compare(
     settings: StorageSettings,
     params: AuditParameters,
@@ -57,7 +68,7 @@ def record_and_compare(
 ) -> dict[str, Any]:
     """Append this audit's rows (pruning old nights) and return fleet.json's fleet-wide members."""
     tables = [outcome.history for outcome in outcomes if outcome.history is not None and outcome.history.num_rows]
-    now = pa.concat_tables(tables) if tables else None
+    now = one_audit(pa.concat_tables(tables), audit_time) if tables else None
     if now is not None:
         append_history_task(settings, now, audit_time, params.history_days)
     frames = [frame for frame in (earlier.rows, None if now is None else history_frame(now)) if frame is not None]

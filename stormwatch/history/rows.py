@@ -57,6 +57,8 @@ def _str(value: Any) -> str | None:
 
 def _timeline_peak(values: Any) -> int | None:
     """The largest non-null number of a timeline list (nulls appear in schema-v4 timelines)."""
+    if isinstance(values, np.ndarray):  # a document still in memory holds arrays
+        values = values.tolist()
     if not isinstance(values, Sequence) or isinstance(values, str) or not values:
         return None
     try:
@@ -71,7 +73,7 @@ def _timeline_peak(values: Any) -> int | None:
 
 def _by_rank(items: Any) -> dict[int, Mapping[str, Any]]:
     out: dict[int, Mapping[str, Any]] = {}
-    for item in items if isinstance(items, list) else ():
+    for item in items if isinstance(items, list | tuple) else ():  # parsed JSON, or a document in memory
         if isinstance(item, Mapping) and (rank := _int(item.get("rank"))) is not None:
             out.setdefault(rank, item)
     return out
@@ -82,7 +84,7 @@ def _session_facts(sessions: Any, expected: int) -> tuple[int | None, int | None
     sizes: list[int] = []
     starts: list[int] = []
     hosts: dict[int, set[str]] = {}
-    for session in sessions if isinstance(sessions, list) else ():
+    for session in sessions if isinstance(sessions, list | tuple) else ():
         if not isinstance(session, Mapping):
             continue
         if (size := _int(session.get("world_size"))) is not None and size > 0:
