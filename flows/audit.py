@@ -98,7 +98,7 @@ def audit_options(params: AuditParameters) -> AuditOptions:
                                      max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events)
     return AuditOptions(diagnose, force=params.force, max_bytes=params.max_job_bytes,
                         report_base_url=params.report_base_url, audit_time=params.audit_time(),
-                        job_names=params.job_names())
+                        job_names=params.job_names(), regression=params.regression_thresholds())
 
 
 def notify_settings(params: AuditParameters, *, digest: bool) -> NotifySettings:

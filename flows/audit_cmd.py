@@ -48,6 +48,13 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
                               "without a trailing run number or date: llama-8r-0142 -> llama-8r)")
     history.add_argument("--history-days", type=int, default=None, metavar="N",
                          help="nights of history kept (default 90)")
+    history.add_argument("--baseline-runs", type=int, default=None, metavar="N",
+                         help="a job's baseline: the median of its job name's last N runs (default 7; fewer than 3 "
+                              "earlier runs: no baseline yet)")
+    history.add_argument("--regression-pct", type=float, default=None, metavar="P",
+                         help="a run regresses at a peak P%% and 3 MADs above its baseline (default 10)")
+    history.add_argument("--suspect-days", type=int, default=None, metavar="D",
+                         help="hosts and devices are judged over the last D nights (default 14)")
     notify = parser.add_argument_group("notifications (secrets also from the environment or Prefect Secret blocks)")
     notify.add_argument("--notify-on", default=None, choices=[Severity.WARNING.value, Severity.CRITICAL.value],
                         help="least first-cause severity that notifies (default critical; $STORMWATCH_NOTIFY_ON)")
@@ -169,7 +176,8 @@ def optional_choices(args: argparse.Namespace) -> dict[str, object]:
         engine = EngineMode.INLINE.value
     if engine is not None:
         choices["engine"] = engine
-    for name in ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days"):
+    for name in ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days", "baseline_runs",
+                 "regression_pct", "suspect_days"):
         if getattr(args, name, None) is not None:
             choices[name] = getattr(args, name)
     return choices

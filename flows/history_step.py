@@ -21,10 +21,8 @@ from prefect import get_run_logger
 
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.history.frame import history_frame
-from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.schema import audit_id
 from stormwatch.history.sections import compare_fleet, fleet_coverage
-from stormwatch.history.suspects import SuspectThresholds
 from stormwatch.outputs.fleet import FleetRow
 from stormwatch.tasks.audit_job import JobOutcome
 from stormwatch.tasks.history import HistoryRead, append_history_task, read_history_task
@@ -76,7 +74,7 @@ def record_and_compare(
               for frame in frames if not frame.empty]
     history = pd.concat(frames, ignore_index=True) if frames else earlier.rows
     compared = compare_fleet(history, as_of=audit_time, trend_days=params.history_days,
-                             regression=RegressionThresholds(), suspects=SuspectThresholds())
+                             regression=params.regression_thresholds(), suspects=params.suspect_thresholds())
     sections: dict[str, Any] = compared.as_json()
     sections["coverage"] = fleet_coverage(row.coverage for row in rows)
     sections["history"] = {"audit_time": audit_time.isoformat(), "rows_added": 0 if now is None else now.num_rows,

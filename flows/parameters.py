@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.history.job_names import JobNamePattern
+from stormwatch.history.regressions import RegressionThresholds
+from stormwatch.history.suspects import SuspectThresholds
 from stormwatch.load.limits import LoadLimits
 from stormwatch.severity import FailOn
 from stormwatch.tasks.batches import BatchSizing
@@ -77,6 +79,12 @@ class AuditParameters(BaseModel):
     job_name_pattern: str | None = Field(default=None, description="regex whose group 1 is the job name of a job id "
                                          "(default: the id without a trailing run number or date)")
     history_days: int = Field(default=90, ge=1, description="days of history kept under reports/history/")
+    baseline_runs: int = Field(default=RegressionThresholds().runs, ge=1,
+                               description="earlier runs of a job name whose median is its baseline")
+    regression_pct: float = Field(default=RegressionThresholds().min_change * 100, ge=0,
+                                  description="percent above the baseline (and 3 MADs) that is a regression")
+    suspect_days: int = Field(default=SuspectThresholds().nights, ge=1,
+                              description="nights over which hosts and devices are compared with the fleet")
 
     @field_validator("storage")
     @classmethod
@@ -136,6 +144,12 @@ class AuditParameters(BaseModel):
 
     def job_names(self) -> JobNamePattern:
         return JobNamePattern(self.job_name_pattern) if self.job_name_pattern else JobNamePattern()
+
+    def regression_thresholds(self) -> RegressionThresholds:
+        return RegressionThresholds(runs=self.baseline_runs, min_change=self.regression_pct / 100)
+
+    def suspect_thresholds(self) -> SuspectThresholds:
+        return SuspectThresholds(nights=self.suspect_days)
 
     def engine_settings(self) -> EngineSettings:
         return EngineSettings(mode=self.engine, workers=self.workers)

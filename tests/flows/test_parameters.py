@@ -174,3 +174,34 @@ def test_engine_parameters_are_checked() -> None:
         AuditParameters.parse({"storage": "fleet", "workers": 0})
     with pytest.raises(ValueError, match="batch_bytes"):
         AuditParameters.parse({"storage": "fleet", "batch_bytes": 1024})
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--job-name-pattern", "train-(\\d+"], "does not compile"),
+        (["--job-name-pattern", "train-\\d+"], "has no group"),
+        (["--as-of", "last tuesday"], "as_of"),
+        (["--baseline-runs", "0"], "baseline_runs"),
+    ],
+)
+def test_bad_history_flags_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str],
+                                            words: str) -> None:
+    assert main(["audit", "--storage", str(tmp_path), *flags]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_history_flags_become_parameters() -> None:
+    from stormwatch.flows.audit_cmd import audit_parameters
+
+    base = {name: None for name in ("endpoint_url", "max_job_bytes", "max_artifact_bytes", "max_events",
+                                    "report_base_url", "email_to", "email_from", "slack_webhook_block",
+                                    "smtp_url_block")}
+    args = argparse.Namespace(**base, fail_on="never", preset="medium", notify_on="critical", digest=False,
+                              as_of="2026-11-30T02:00", job_name_pattern="(.+)-run\\d+", history_days=30,
+                              baseline_runs=5, regression_pct=20.0, suspect_days=7)
+    params = audit_parameters(args, storage="fleet")
+    assert params.audit_time().isoformat() == "2026-11-30T02:00:00+00:00"  # naive is UTC
+    assert params.job_names().name_of("llama-run12") == "llama"
+    assert (params.regression_thresholds().runs, params.regression_thresholds().min_change) == (5, 0.2)
+    assert params.suspect_thresholds().nights == 7 and params.history_days == 30
