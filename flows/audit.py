@@ -38,13 +38,14 @@ from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.batches import Batch, batch_by_bytes
 from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_inventory
 from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
-from stormwatch.tasks.notify.dispatch import NotifySettings
+from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings
+from stormwatch.tasks.notify.fleet_findings import fleet_findings
 from stormwatch.tasks.notify.step import UnchangedJob, notify_task
 from stormwatch.tasks.plan import AuditPlan, plan_audit
 from stormwatch.tasks.publish import publish_fleet_task
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings
+from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings, report_html_key
 
 #: Reports listed in the audit's markdown artifact (the index lists them all).
 ARTIFACT_REPORTS = 200
@@ -115,10 +116,11 @@ def notify_outcomes(
     notify: NotifySettings,
     *,
     unchanged: Sequence[UnchangedJob] = (),
+    fleet: Sequence[JobFinding] = (),
 ) -> dict[str, Any]:
-    """Run the notify step (for unchanged jobs, only those the ledger has not settled); its failure
-    is logged, never the audit's."""
-    findings = [outcome.finding for outcome in outcomes if outcome.finding is not None]
+    """Run the notify step (for unchanged jobs, only those the ledger has not settled; ``fleet``:
+    regressions and suspect hosts); its failure is logged, never the audit's."""
+    findings = [outcome.finding for outcome in outcomes if outcome.finding is not None] + list(fleet)
     future = notify_task.submit(settings, findings, notify, datetime.now(UTC), unchanged)
     result: Any = future.result(raise_on_failure=False)
     if isinstance(result, BaseException):
@@ -234,8 +236,11 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
             storage = storage_for(settings)
             result["index"] = options.report_link(storage, INDEX_HTML_KEY)
             unchanged = [UnchangedJob(row, options.report_link(storage, str(row.report))) for row in plan.unchanged]
+            fleet_wide = fleet_findings(done.sections, index_url=result["index"],
+                                        report_url_of=lambda job: options.report_link(storage, report_html_key(job)))
             lease.renew()  # and before notifying: a lost lease must never send twice
-            result["notifications"] = notify_outcomes(settings, done.outcomes, notify, unchanged=unchanged)
+            result["notifications"] = notify_outcomes(settings, done.outcomes, notify, unchanged=unchanged,
+                                                      fleet=fleet_wide)
     finally:
         lease.release()
     logger.info("audit done: %s", result["summary"])

@@ -30,7 +30,7 @@ import httpx
 
 from stormwatch.tasks.notify.delivery import Delivery, deliver
 from stormwatch.tasks.notify.email import build_message, send_email
-from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding
+from stormwatch.tasks.notify.findings import FLEET_KINDS, IndicatorFact, JobFinding
 from stormwatch.tasks.notify.ledger import (
     ChannelName,
     ChannelOutcome,
@@ -120,7 +120,7 @@ def _plan(
     outcomes: dict[tuple[FindingKey, ChannelName], ChannelOutcome | None] = {}
     due: dict[ChannelName, dict[str, JobFinding]] = {channel: {} for channel in ChannelName}
     for finding in findings:
-        reaches = finding.fact.severity.level >= settings.notify_on.level
+        reaches = finding.fact.severity.level >= settings.notify_on.level or finding.fact.kind in FLEET_KINDS
         for channel in ChannelName:
             previous = state.status(finding.key, channel)
             if previous == ChannelStatus.SENT:

@@ -30,7 +30,7 @@ def email_subject(jobs: Sequence[JobFinding], *, notify_on: Severity) -> str:
     if len(jobs) == 1:
         job = jobs[0]
         worst = max(job.indicators, key=lambda item: item.severity.level, default=None)
-        cause = "" if worst is None else f": {worst.signal} on rank {worst.rank}"
+        cause = "" if worst is None else f": {worst.signal} on {worst.where}"
         subject = f"[stormwatch] {job.verdict}: job {job.job_id}{cause}"
     else:
         subject = f"[stormwatch] {len(jobs)} jobs with {notify_on.value} GPU-memory findings"
@@ -50,7 +50,7 @@ def email_text(jobs: Sequence[JobFinding], *, notify_on: Severity) -> str:
         for item in job.indicators:
             phase = f", phase {one_line(item.phase_path, 200)}" if item.phase_path else ""
             signal = one_line(item.signal, 120)
-            out.append(f"{item.label}: rank {item.rank}, {signal} ({item.severity.value}){phase}, {item.when}")
+            out.append(f"{item.label}: {item.where}, {signal} ({item.severity.value}){phase}, {item.when}")
             if item.details:
                 out.append(f"    {one_line(item.details, 500)}")
         out.append("")
@@ -77,7 +77,7 @@ def email_html(jobs: Sequence[JobFinding], *, notify_on: Severity) -> str:
             rows.append(("Report", f'<a href="{url}">open report</a>' if is_web else url))
         for item in job.indicators:
             phase = f", phase <code>{_h(item.phase_path, 200)}</code>" if item.phase_path else ""
-            fact = f"rank {item.rank}, <code>{_h(item.signal, 120)}</code> ({item.severity.value}){phase}, {item.when}"
+            fact = f"{item.where}, <code>{_h(item.signal, 120)}</code> ({item.severity.value}){phase}, {item.when}"
             if item.details:
                 fact += f"<br><small>{_h(item.details, 500)}</small>"
             rows.append((item.label, fact))

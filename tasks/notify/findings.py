@@ -17,7 +17,11 @@ from typing import Any
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.severity import Severity
 
-KIND_LABELS = {"earliest": "Earliest", "most_severe": "Most severe"}
+KIND_LABELS = {"earliest": "Earliest", "most_severe": "Most severe", "regression": "Regression",
+               "suspect_host": "Suspect host"}
+#: Findings about the fleet rather than one job's first cause (see :mod:`.fleet_findings`): sent once
+#: each on every configured channel, whatever ``notify_on``.
+FLEET_KINDS = frozenset({"regression", "suspect_host"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -64,7 +68,16 @@ class IndicatorFact:
         return KIND_LABELS.get(self.kind, self.kind)
 
     @property
+    def where(self) -> str:
+        """``rank 3``; a suspect host's ``device 3``; a regression is the job's, ``all ranks``."""
+        if self.kind == "suspect_host":
+            return f"device {self.rank}"
+        return "all ranks" if self.kind == "regression" else f"rank {self.rank}"
+
+    @property
     def when(self) -> str:
+        if self.kind in FLEET_KINDS:  # no moment of its own: the history says it
+            return "over the last nights" if self.kind == "suspect_host" else "against earlier runs"
         offset = "" if self.since_start_ns is None else f" ({format_offset_ns(self.since_start_ns)} after start)"
         return format_time_ns(self.timestamp_ns) + offset
 

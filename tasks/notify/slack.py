@@ -45,7 +45,7 @@ def slack_link(url: str | None) -> str | None:
 def _indicator_line(item: IndicatorFact, *, with_details: bool) -> str:
     phase = f" · phase {slack_escape(item.phase_path, 150)}" if item.phase_path else ""
     line = (
-        f"*{item.label}:* rank {item.rank} · {slack_escape(item.signal, 100)} ({item.severity.value}){phase}"
+        f"*{item.label}:* {item.where} · {slack_escape(item.signal, 100)} ({item.severity.value}){phase}"
         f" · {item.when}"
     )
     if with_details and item.details:
@@ -76,7 +76,7 @@ def job_section_text(job: JobFinding) -> str:
 
 def _headline(job: JobFinding) -> str:
     worst = max(job.indicators, key=lambda item: item.severity.level, default=None)
-    cause = "" if worst is None else f": {slack_escape(worst.signal, 100)} on rank {worst.rank}"
+    cause = "" if worst is None else f": {slack_escape(worst.signal, 100)} on {worst.where}"
     return f"job {slack_escape(job.job_id, 150)} is {slack_escape(job.verdict, 20)}{cause}"
 
 
