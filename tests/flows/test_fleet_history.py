@@ -105,11 +105,19 @@ def test_thirty_nights_find_every_planted_problem(tmp_path: Path) -> None:
     assert fleet["coverage"]["present_ranks"] == fleet["coverage"]["expected_ranks"] - 1
     assert len(fleet["trends"]) == NIGHTS and fleet["trends"][-1]["jobs"] == JOBS
 
+    # the index shows them: its sections name the regressed jobs and the bad host
+    index = (root / "reports" / "index.html").read_text()
+    regressions = index[index.index("<h2>Regressions</h2>"):index.index("<h2>Suspect hosts and devices</h2>")]
+    suspects = index[index.index("<h2>Suspect hosts and devices</h2>"):index.index("<h2>Coverage</h2>")]
+    assert all(name in regressions for name in REGRESSED) and BAD_HOST in suspects
+
     # the last night's regressions reach the jobs' own model.json and report
     last_day = (FIRST_NIGHT + timedelta(days=NIGHTS - 1)).date().isoformat()
     document = orjson.loads((root / "reports" / f"train-05-{last_day}" / "model.json").read_bytes())
     assert document["fleet"]["regression"]["status"] == "regression"
     assert document["generated_at"].startswith(last_day)
+    report = (root / "reports" / f"train-05-{last_day}" / "report.html").read_text()
+    assert "<h2>Compared with earlier runs</h2>" in report and "regression" in report
 
     # replaying the last night adds no row: every job is unchanged
     again = nightly_audit(AuditParameters(storage=str(root), as_of=FIRST_NIGHT + timedelta(days=NIGHTS - 1, hours=2),
