@@ -75,7 +75,7 @@ def run_batches(
     progress: bool = False,
 ) -> list[JobOutcome]:
     """Submit one task per batch and collect an outcome per job, failed ones included. ``earlier``:
-    history rows by job name; each batch gets those of its own jobs' names."""
+    earlier runs by job name; each batch gets those of its own jobs' names."""
     earlier = earlier or {}
 
     def names(batch: Batch) -> dict[str, pd.DataFrame]:

@@ -2,8 +2,8 @@
 comparisons after them.
 
 Before: the history of the last ``history_days`` nights up to the audit time is read once
-(analytics columns only) and split by job name, so each job's worker compares the job with
-the earlier runs of its name (model.json's ``fleet.regression``). After: the rows of the jobs
+(analytics columns only), reduced to runs and split by job name, so each job's worker compares
+the job with the earlier runs of its name (model.json's ``fleet.regression``). After: the rows of the jobs
 diagnosed now (an unchanged job adds none) are appended as one file, nights past the
 retention are removed, and fleet.json's ``trends``, ``regressions``, ``suspect_hosts`` and
 ``coverage`` are computed from the history with this audit's rows in it.
@@ -20,7 +20,7 @@ import pyarrow as pa
 from prefect import get_run_logger
 
 from stormwatch.flows.parameters import AuditParameters
-from stormwatch.history.frame import history_frame
+from stormwatch.history.frame import history_frame, job_runs
 from stormwatch.history.schema import audit_id
 from stormwatch.history.sections import compare_fleet, fleet_coverage
 from stormwatch.outputs.fleet import FleetRow
@@ -38,11 +38,15 @@ def read_earlier(settings: StorageSettings, params: AuditParameters, *, audit_ti
 
 
 def by_job_name(history: pd.DataFrame, names: Collection[str]) -> dict[str, pd.DataFrame]:
-    """The rows of each of ``names`` (job names), for the workers comparing a job with its earlier runs."""
+    """The earlier runs (one row per run, in run order) of each of ``names`` (job names), for the
+    workers comparing a job with them: the history is reduced to runs once here, not per job."""
     if history.empty or not names:
         return {}
     chosen = history[history["job_name"].astype(object).isin(set(names))]
-    return {str(name): rows.reset_index(drop=True) for name, rows in chosen.groupby("job_name", observed=True)}
+    if chosen.empty:
+        return {}
+    runs = job_runs(chosen)
+    return {str(name): rows.reset_index(drop=True) for name, rows in runs.groupby("job_name", sort=False)}
 
 
 def one_audit(table: pa.Table, audit_time: datetime) -> pa.Table:

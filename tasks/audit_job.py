@@ -86,7 +86,8 @@ class JobOutcome:
 
 @dataclass(frozen=True)
 class JobWork:
-    """A job to diagnose and the history rows of earlier runs of its job name (None: none kept)."""
+    """A job to diagnose and the earlier runs of its job name (one row per run, in run order, see
+    :func:`stormwatch.history.frame.job_runs`; None: none kept)."""
 
     job: JobInputs
     earlier: pd.DataFrame | None = None

@@ -50,7 +50,7 @@ def diagnose_batch(
     earlier: Mapping[str, pd.DataFrame] | None = None,
 ) -> list[JobOutcome]:
     """An outcome per job of the batch, in its order; a job's failure is its outcome's row.
-    ``earlier``: history rows of earlier runs by job name (the batch's names only)."""
+    ``earlier``: earlier runs by job name (the batch's names only)."""
     earlier = earlier or {}
     work = [JobWork(job, earlier.get(options.job_names.name_of(job.job_id))) for job in batch.jobs]
     return shared_pool(engine).map(run_job, work, settings, options, on_death=died_outcome)

@@ -1,40 +1,76 @@
 """One job's run against the earlier runs of its job name, as model.json's ``fleet.regression``.
 
-The worker that diagnoses a job gets the history rows of its job name's earlier runs (the
-audit reads the history once); this turns them and the job's own rows into the member the
-job report shows: the worst status over the metrics, and per metric its value, baseline,
-change and the earlier values for a sparkline.
+The audit reads the history once and reduces it to runs (one row per earlier run: its job
+name, world size and peaks, in run order, :func:`~stormwatch.history.frame.job_runs`); the
+worker that diagnoses a job gets the runs of its job name and judges the job's own peaks
+against them with the rule of :mod:`~stormwatch.history.regressions`, a few array operations
+per metric rather than a history query per job. The member holds the worst status over the
+metrics and, per metric, its value, baseline, change and the earlier values (a sparkline).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from stormwatch.history.frame import history_frame
-from stormwatch.history.regressions import RegressionStatus, RegressionThresholds, find_regressions
+from stormwatch.history.regressions import (
+    Regression,
+    RegressionMetric,
+    RegressionStatus,
+    RegressionThresholds,
+    judge,
+)
 
 #: The status of a job over its metrics: a regression on any metric wins, then ok.
 _WORST_FIRST = (RegressionStatus.REGRESSION, RegressionStatus.OK, RegressionStatus.NO_BASELINE)
 
 
+def _max(table: pa.Table, column: str) -> Any:
+    return pc.max(table.column(column)).as_py() if table.num_rows else None
+
+
+def judge_run(
+    job_id: str, own_rows: pa.Table, earlier_runs: pd.DataFrame | None, *, thresholds: RegressionThresholds
+) -> tuple[Regression, ...]:
+    """The job (its history rows ``own_rows``) against ``earlier_runs`` of its job name (runs in run
+    order, columns of :data:`~stormwatch.history.frame.RUN_COLUMNS`; None: none), per metric with a value."""
+    if not own_rows.num_rows:
+        return ()
+    job_name = str(own_rows.column("job_name")[0].as_py())
+    world = _max(own_rows, "world_size")
+    same: pd.DataFrame | None = None
+    if earlier_runs is not None and not earlier_runs.empty:
+        sizes = earlier_runs["world_size"]
+        same_world = sizes.isna() if world is None else sizes == world
+        same = earlier_runs[same_world & (earlier_runs["job_id"].astype(object) != job_id)]
+    found = []
+    for metric in RegressionMetric:
+        value = _max(own_rows, metric.value)
+        if value is None:
+            continue
+        earlier = np.zeros(0) if same is None else same[metric.value].dropna().to_numpy(dtype=float)
+        earlier = earlier[len(earlier) - min(len(earlier), thresholds.runs):]
+        status, median, mad = judge(float(value), earlier, thresholds)
+        found.append(Regression(
+            job_id=job_id, job_name=job_name, world_size=None if world is None else int(world), metric=metric,
+            value_bytes=int(value), baseline_bytes=None if median is None else int(round(median)),
+            change_pct=None if not median else float((value / median - 1) * 100), baseline_runs=len(earlier),
+            status=status, mad_bytes=None if mad is None else int(round(mad)),
+            earlier_bytes=tuple(int(item) for item in earlier),
+        ))
+    return tuple(sorted(found, key=lambda item: item.metric.value))  # as find_regressions orders them
+
+
 def regression_summary(
-    job_id: str, own_rows: pa.Table, earlier: pd.DataFrame | None, *, thresholds: RegressionThresholds
+    job_id: str, own_rows: pa.Table, earlier_runs: pd.DataFrame | None, *, thresholds: RegressionThresholds
 ) -> dict[str, Any] | None:
-    """``{"status", "job_name", "world_size", "metrics": [Regression.as_json()...]}`` for ``job_id``
-    (its rows ``own_rows``, in the history schema) against ``earlier`` (rows of other runs, any
-    columns of the schema; None or empty: no baseline yet); None when the job has no metric value."""
-    own = history_frame(own_rows)
-    frames = [own] if earlier is None or earlier.empty else [earlier[earlier["job_id"] != job_id], own]
-    frames = [frame[[column for column in own.columns if column in frame.columns]] for frame in frames]
-    history = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    for column in ("job_name", "host", "verdict", "job_id", "audit_id"):
-        if column in history.columns:
-            history[column] = history[column].astype(object)
-    found = [item for item in find_regressions(history, job_ids=[job_id], thresholds=thresholds)
-             if item.job_id == job_id]
+    """``{"status", "job_name", "world_size", "metrics": [Regression.as_json()...]}`` for the job; None
+    when it has no metric value."""
+    found = judge_run(job_id, own_rows, earlier_runs, thresholds=thresholds)
     if not found:
         return None
     statuses = {item.status for item in found}

@@ -81,7 +81,7 @@ class Regression:
         }
 
 
-def _judge(value: float, earlier: np.ndarray, thresholds: RegressionThresholds) -> tuple[
+def judge(value: float, earlier: np.ndarray, thresholds: RegressionThresholds) -> tuple[
     RegressionStatus, float | None, float | None
 ]:
     """(status, median, MAD) of ``value`` against the ``earlier`` values."""
@@ -117,7 +117,7 @@ def find_regressions(
         values = valued[metric.value].to_numpy(dtype=float)
         for index in np.flatnonzero(valued["job_id"].isin(wanted).to_numpy()):
             earlier = values[index - min(int(position[index]), thresholds.runs) : index]
-            status, median, mad = _judge(values[index], earlier, thresholds)
+            status, median, mad = judge(values[index], earlier, thresholds)
             run = valued.iloc[index]
             world = run["world_size"]
             found.append(Regression(
