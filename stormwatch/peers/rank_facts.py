@@ -76,17 +76,35 @@ def _maxima(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, dict[int, 
     return {name: {int(rank): _optional_int(value) for rank, value in grouped[name].items()} for name in columns}
 
 
+def _value_codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Codes into the distinct values in ascending order (-1: missing) and those values."""
+    if isinstance(values.dtype, pd.CategoricalDtype):  # order the few categories, not the rows
+        categories = values.cat.categories
+        order = np.argsort(np.asarray(categories.astype(object), dtype=object), kind="stable")
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        raw = values.cat.codes.to_numpy()
+        if not len(categories):  # every value missing
+            return np.full(len(raw), -1, dtype=np.int64), categories
+        return np.where(raw >= 0, position[np.maximum(raw, 0)], -1), categories[order]
+    codes, uniques = pd.factorize(values, sort=True)
+    return codes, pd.Index(uniques)
+
+
 def _modes(frame: pd.DataFrame, column: str) -> dict[int, object]:
-    """rank -> the most frequent non-missing value of ``column`` (ties: the smallest value)."""
-    values = frame[["rank", column]].dropna()
-    if values.empty:
+    """rank -> the most frequent non-missing value of ``column`` (ties: the smallest value).
+
+    One count per (rank, value) pair in a ranks x values table; the first maximum of a row is
+    its smallest value, since values are coded in ascending order."""
+    codes, uniques = _value_codes(frame[column])
+    present = codes >= 0
+    if not present.any():
         return {}
-    counts = values.groupby(["rank", column], observed=True, sort=False).size().reset_index(name="count")
-    if isinstance(counts[column].dtype, pd.CategoricalDtype):  # ties go by value, not by category code
-        counts[column] = counts[column].astype(object)
-    counts = counts.sort_values(["rank", "count", column], ascending=[True, False, True], kind="stable")
-    firsts = counts.drop_duplicates("rank")
-    return dict(zip(firsts["rank"].astype(int), firsts[column], strict=True))
+    rank_codes, ranks = pd.factorize(frame["rank"].to_numpy()[present])
+    pairs = rank_codes.astype(np.int64) * len(uniques) + codes[present]
+    counts = np.bincount(pairs, minlength=len(ranks) * len(uniques)).reshape(len(ranks), len(uniques))
+    best = counts.argmax(axis=1)
+    return {int(rank): uniques[index] for rank, index in zip(ranks, best, strict=True)}
 
 
 def _hosts(frame: pd.DataFrame) -> dict[int, str | None]:
