@@ -120,8 +120,11 @@ def _finding(document: dict[str, Any], link: str) -> JobFinding | None:
         return None  # an old or damaged model.json: nothing to notify about
 
 
-def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOutcome:
-    """Diagnose one job unless its inputs and options are those of its stored model.json."""
+def audit_one(
+    storage: Storage, job_id: str, *, options: AuditOptions, earlier: pd.DataFrame | None = None
+) -> JobOutcome:
+    """Diagnose one job unless its inputs and options are those of its stored model.json;
+    ``earlier``: the earlier runs of its job name (see :class:`JobWork`)."""
     entries = storage.job_entries(job_id)
     fingerprint = input_fingerprint(entries)
     previous = None if options.force else _previous(storage, job_id)
@@ -132,7 +135,7 @@ def audit_one(storage: Storage, job_id: str, *, options: AuditOptions) -> JobOut
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
-    return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options)
+    return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options, earlier=earlier)
 
 
 def diagnose_inputs(

@@ -62,6 +62,9 @@ def diagnose_batch(
     cache_policy=NO_CACHE,
     **DIAGNOSE_JOB_RETRY.task_options(retry_if=is_transient),
 )
-def diagnose_job(settings: StorageSettings, job_id: str, options: AuditOptions) -> JobOutcome:
-    """One job, skipped when its model.json says it is unchanged (post-job); retried when transient."""
-    return audit_one(storage_for(settings), job_id, options=options)
+def diagnose_job(
+    settings: StorageSettings, job_id: str, options: AuditOptions, earlier: pd.DataFrame | None = None
+) -> JobOutcome:
+    """One job, skipped when its model.json says it is unchanged (post-job); retried when transient.
+    ``earlier``: the earlier runs of its job name."""
+    return audit_one(storage_for(settings), job_id, options=options, earlier=earlier)

@@ -122,6 +122,10 @@ def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
     assert after["clean-job"] == first["clean-job"]
     table = pd.read_parquet(io.BytesIO(backend.get("reports/fleet.parquet") or b""))
     assert (table["job_id"] == "critical-job").sum() == 2  # ranks replaced, not duplicated
+    history = sorted(key for key in backend.stored_keys() if key.startswith("reports/history/"))
+    assert len(history) == 2  # the audit's file, and post-job's for the job it diagnosed again
+    rows = pd.read_parquet(io.BytesIO(backend.get(history[-1]) or b""))
+    assert set(rows["job_id"]) == {"critical-job"} and len(rows) == 2
 
     keys = backend.stored_keys()
     refused = post_job(job_id="../escape",
