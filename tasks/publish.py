@@ -59,11 +59,15 @@ def publish_fleet(
 
 
 def update_fleet(storage: Storage, row: FleetRow, *, generated_at: datetime, storage_uri: str) -> dict[str, object]:
-    """Replace one job's row in fleet.json and its ranks in fleet.parquet (the post-job flow)."""
+    """Replace one job's row in fleet.json and its ranks in fleet.parquet (the post-job flow); the
+    fleet-wide members the last audit computed (trends, regressions, suspect hosts, coverage) are
+    kept as they were until the next audit computes them again."""
     previous = storage.read_report(FLEET_JSON_KEY)
-    jobs = orjson.loads(previous).get("jobs", []) if previous else []
+    old_document = orjson.loads(previous) if previous else {}
+    jobs = old_document.get("jobs", [])
     rows = [FleetRow.from_json(job) for job in jobs if job.get("job_id") != row.job_id] + [row]
-    document = fleet_document(rows, generated_at=generated_at, storage=storage_uri)
+    fresh = fleet_document(rows, generated_at=generated_at, storage=storage_uri)
+    document = {**{key: value for key, value in old_document.items() if key not in fresh}, **fresh}
     old_table = storage.read_report(FLEET_PARQUET_KEY)
     table = merge_rank_tables(pd.read_parquet(io.BytesIO(old_table)) if old_table else None, [row])
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),

@@ -117,6 +117,7 @@ def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
                       endpoint_url=backend.settings.endpoint_url, force=True, fail_on="warning"))
     assert result["exit_code"] == 3 and result["job"]["verdict"] == "critical"
     after = {job["job_id"]: job for job in fleet(backend)["jobs"]}
+    assert {"trends", "regressions", "suspect_hosts", "coverage"} <= set(fleet(backend))  # the audit's, kept
     assert set(after) == set(first)
     assert after["critical-job"]["diagnosed_at"] > first["critical-job"]["diagnosed_at"]
     assert after["clean-job"] == first["clean-job"]
