@@ -1,15 +1,17 @@
-"""Diagnose one job end to end: load, filter ranks, build the model, decide the verdict.
+"""Diagnose one session of a job end to end: load, filter ranks, build the model, decide the verdict.
 
-The one entry point shared by ``stormwatch diagnose`` and the pipeline's
-per-job task. Reads through the artifact tree (or local paths) and returns
-plain data; writing ``model.json`` somewhere is the caller's business.
+:func:`diagnose` is one session (``--session``, else stormlog's default) and
+:func:`diagnose_loaded` the same from a job already loaded, which
+:mod:`stormwatch.diagnose_sessions` runs for every session of a job (``--all-sessions``,
+the audits). Reads through the artifact tree (or local paths) and returns plain data;
+writing ``model.json`` somewhere is the caller's business.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +27,36 @@ from stormwatch.peers.job_facts import fleet_facts
 from stormwatch.severity import FailOn
 from stormwatch.version import ENGINE_VERSION
 
+#: Sessions of one job diagnosed at most (``--max-sessions``): the default one and the most recent.
+DEFAULT_MAX_SESSIONS = 64
+
 
 @dataclass(frozen=True)
 class DiagnoseOptions:
     """How to diagnose: rank filter expression, session, failure threshold, collective preset,
-    and the job's load caps (see :class:`~stormwatch.load.limits.LoadLimits`)."""
+    the job's load caps (see :class:`~stormwatch.load.limits.LoadLimits`) and whether every
+    session of the job is diagnosed (``all_sessions``, at most ``max_sessions`` of them).
+
+    Invariants: ``max_sessions >= 1``; ``session_id`` and ``all_sessions`` are not both set.
+    """
 
     ranks: str | None = None
     session_id: str | None = None
     fail_on: FailOn = FailOn.NEVER
     preset: CollectivePreset = CollectivePreset.MEDIUM
     limits: LoadLimits = DEFAULT_LIMITS
+    all_sessions: bool = False
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+
+    def __post_init__(self) -> None:
+        if self.max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {self.max_sessions}")
+        if self.all_sessions and self.session_id is not None:
+            raise ValueError("a session id and all sessions exclude each other (--session, --all-sessions)")
+
+    def for_session(self, session_id: str) -> DiagnoseOptions:
+        """These options for one session of the job, as ``--session session_id`` gives them."""
+        return replace(self, session_id=session_id, all_sessions=False)
 
     @classmethod
     def parse(
@@ -47,23 +68,30 @@ class DiagnoseOptions:
         preset: str = "medium",
         max_artifact_bytes: int | None = None,
         max_events: int | None = None,
+        all_sessions: bool = False,
+        max_sessions: int | None = None,
     ) -> DiagnoseOptions:
         """From command-line or flow-parameter strings; ValueError names a bad value.
-        ``None`` caps take the defaults of :class:`~stormwatch.load.limits.LoadLimits`."""
+        ``None`` caps take the defaults of :class:`~stormwatch.load.limits.LoadLimits`,
+        ``max_sessions`` None :data:`DEFAULT_MAX_SESSIONS`."""
         caps = {"max_artifact_bytes": max_artifact_bytes, "max_events": max_events}
         limits = LoadLimits(**{name: value for name, value in caps.items() if value is not None})
         return cls(ranks, session_id, FailOn(fail_on.strip().lower()), CollectivePreset(preset.strip().lower()),
-                   limits)
+                   limits, all_sessions, DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
 
-    def recorded(self) -> dict[str, str | int | None]:
+    def recorded(self) -> dict[str, str | int | bool | None]:
         """What changes the model (``fail_on`` does not): stored in model.json as ``options``.
-        Caps appear only when they differ from the defaults (older documents stay comparable)."""
-        recorded: dict[str, str | int | None] = {"ranks": self.ranks, "session_id": self.session_id,
-                                                 "preset": self.preset.value, "engine_version": ENGINE_VERSION}
+        Caps appear only when they differ from the defaults, and ``all_sessions``/``max_sessions``
+        only when every session is diagnosed (older documents stay comparable)."""
+        recorded: dict[str, str | int | bool | None] = {"ranks": self.ranks, "session_id": self.session_id,
+                                                        "preset": self.preset.value, "engine_version": ENGINE_VERSION}
         if self.limits.max_artifact_bytes != DEFAULT_LIMITS.max_artifact_bytes:
             recorded["max_artifact_bytes"] = self.limits.max_artifact_bytes
         if self.limits.max_events != DEFAULT_LIMITS.max_events:
             recorded["max_events"] = self.limits.max_events
+        if self.all_sessions:
+            recorded["all_sessions"] = True
+            recorded["max_sessions"] = self.max_sessions
         return recorded
 
 
@@ -105,7 +133,9 @@ def diagnose(
     options: DiagnoseOptions = DiagnoseOptions(),
     entries: Sequence[Entry] | None = None,
 ) -> Diagnosis:
-    """Load ``source`` (local paths or a tree), diagnose it, and build its model.json document.
+    """Load ``source`` (local paths or a tree), diagnose its session ``options.session_id`` (else the
+    default one), and build its model.json document (``options.all_sessions`` is not looked at here:
+    see :func:`stormwatch.diagnose_sessions.diagnose_job`).
 
     Raises :class:`~stormwatch.load.loader.SessionNotFoundError` for an unknown session
     :class:`~stormwatch.analysis.rank_filter.RankFilterError` for a malformed rank filter and
@@ -113,8 +143,22 @@ def diagnose(
     bad or oversized artifacts never raise (they become warnings).
     """
     if entries is None:
-        entries = source.entries() if not isinstance(source, Sequence) else local_entries(source)
+        entries = source_entries(source)
     loaded = load_artifacts(source, session_id=options.session_id, limits=options.limits)
+    return diagnose_loaded(loaded, job_id=job_id, source_name=source_name, options=options,
+                           fingerprint=input_fingerprint(entries))
+
+
+def source_entries(source: Sequence[str | Path] | ArtifactTree) -> Sequence[Entry]:
+    """The input identity of ``source``: a tree's entries, else :func:`local_entries`."""
+    return source.entries() if not isinstance(source, Sequence) else local_entries(source)
+
+
+def diagnose_loaded(
+    loaded: LoadResult, *, job_id: str, source_name: str, options: DiagnoseOptions, fingerprint: str
+) -> Diagnosis:
+    """Diagnose the session ``loaded`` holds (rank filter, model, verdict, model.json document);
+    raises :class:`~stormwatch.analysis.rank_filter.RankFilterError` for a malformed rank filter."""
     selected = None
     if options.ranks:
         events = loaded.events
@@ -128,7 +172,7 @@ def diagnose(
         verdict,
         job_id=job_id,
         source=source_name,
-        fingerprint=input_fingerprint(entries),
+        fingerprint=fingerprint,
         engine_version=ENGINE_VERSION,
         options=options.recorded(),
         fleet=fleet_facts(loaded, model).as_dict(),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import orjson
 import pandas as pd
 
-from stormwatch.outputs.fleet import RANK_COLUMNS, FleetRow, JobStatus, row_from_document
+from stormwatch.outputs.fleet import RANK_COLUMNS, REQUIRED_RANK_COLUMNS, FleetRow, JobStatus, row_from_document
 from stormwatch.outputs.verdict import exit_code_for
 from stormwatch.tasks.audit_job import AuditOptions
 from stormwatch.tasks.storage.inventory import Inventory, JobInputs
@@ -39,7 +39,8 @@ _DIAGNOSED = (JobStatus.DIAGNOSED, JobStatus.SKIPPED)
 
 @dataclass(frozen=True)
 class PreviousFleet:
-    """The last published fleet: rows by job id (fleet.json) and the rank table (fleet.parquet)."""
+    """The last published fleet: rows by job id (fleet.json) and the rank table (fleet.parquet: one row per
+    job, session and rank; one written before sessions were kept reads with null session columns)."""
 
     rows: Mapping[str, FleetRow]
     ranks: pd.DataFrame | None = None
@@ -59,8 +60,10 @@ class PreviousFleet:
         ranks: pd.DataFrame | None = None
         try:
             ranks = pd.read_parquet(io.BytesIO(fleet_parquet)) if fleet_parquet else None
-            if ranks is not None and not set(RANK_COLUMNS) <= set(ranks.columns):
+            if ranks is not None and not set(REQUIRED_RANK_COLUMNS) <= set(ranks.columns):
                 raise ValueError("columns missing")
+            if ranks is not None:  # written before sessions were kept: no session columns (NA)
+                ranks = ranks.reindex(columns=list(RANK_COLUMNS))
         except (OSError, ValueError) as exc:
             log.warning("previous fleet.parquet unreadable (%s): its jobs are diagnosed", type(exc).__name__)
             ranks = None

@@ -558,6 +558,43 @@ def write_multi_rank_job(
     return paths
 
 
+
+def write_attempt(
+    root: str | Path, *, job_id: str, world_size: int = 4, start_ns: int = START_NS,
+    close_status: str | None = "completed", samples: int = 12, attempt: str = "attempt-1",
+    alerts_of: Callable[[int], Sequence[Alert]] | None = None,
+) -> list[Path]:
+    """One attempt of a job that may be restarted: per rank an ``AppendOnlyTelemetrySink`` at
+    ``root/rank_{r}/{attempt}/`` holding the one session ``f"{job_id}-rank{r}"`` (so each rank is a
+    single-session input and stormlog merges the attempt's ranks into one rank group; a restart
+    gets a new ``job_id``: new sessions, a group of its own). ``close_status``: how every rank's sink
+    closed its session ("completed"; "interrupted" as a writer stopped by a signal; None: never
+    closed, "running"); only a completed capture ends with a ``stop`` event. Ranks run on
+    ``node-{r // 2}``, samples are :func:`ramp` with base ``1 GiB + r * 16 MiB``; ``alerts_of(r)``
+    gives a rank's alerts (``oom_alert(t)`` for an OOM). Returns the sink folders in rank order."""
+    paths = []
+    for rank in range(world_size):
+        records = timeline_records(
+            samples=ramp(samples, base=GIB + rank * 16 * MIB), alerts=alerts_of(rank) if alerts_of else (),
+            lifecycle=close_status == "completed", session_id=f"{job_id}-rank{rank}", start_ns=start_ns,
+            rank=rank, world_size=world_size, job_id=job_id, host=f"node-{rank // 2}", pid=1000 + rank,
+            device_id=rank % 2)
+        paths.append(write_sink(Path(root) / f"rank_{rank}" / attempt, records=records, rollover_max_events=8,
+                                retention_max_files=10_000, close_status=close_status))
+    return paths
+
+
+def write_restarted_job(root: str | Path, *, world_size: int = 4, oom_rank: int = 3,
+                        restart_after_s: float = 60.0) -> tuple[list[Path], list[Path]]:
+    """A job whose first attempt hit an OOM on ``oom_rank`` (at +3 s) and was interrupted, restarted
+    ``restart_after_s`` seconds after it began with a new run id (``train-run1`` then ``train-run2``)
+    and new session ids, completing cleanly. Returns (attempt 1's, attempt 2's) sink folders."""
+    first = write_attempt(root, job_id="train-run1", world_size=world_size, close_status="interrupted",
+                          attempt="attempt-1", alerts_of=lambda rank: (oom_alert(3.0),) if rank == oom_rank else ())
+    second = write_attempt(root, job_id="train-run2", world_size=world_size, attempt="attempt-2",
+                           start_ns=START_NS + round(restart_after_s * 1e9))
+    return first, second
+
 # --- schema v4 (stormlog 0.4.3, stormlog/telemetry.py; not installable next to 0.3.5) ---
 # Field lists copied by hand from 0.4.3: REQUIRED_V4_FIELDS == REQUIRED_V3_FIELDS,
 # OPTIONAL_V4_FIELDS, _MEMORY_CAPABILITY_{STRING,BOOLEAN}_FIELDS, _COUNTER_CAPABILITY_FIELDS.

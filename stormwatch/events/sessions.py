@@ -153,12 +153,17 @@ def summary_from_last_event(session_id: str, events: pd.DataFrame, *, source: st
 
 @dataclass(frozen=True)
 class SessionPart:
-    """A session's events (sorted, distinct), the sources they came from, warnings."""
+    """A session's events (sorted, distinct), the sources they came from, warnings.
+
+    ``members``: the ids of the single-rank sessions a distributed rank group merges
+    (:func:`synthesize_rank_groups`); empty for every other session.
+    """
 
     summary: SessionSummary
     events: pd.DataFrame
     sources: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    members: tuple[str, ...] = ()
 
 
 @dataclass
@@ -262,10 +267,17 @@ def synthesize_rank_groups(parts: Sequence[SessionPart], candidates: set[str]) -
         session_id = stable_legacy_session_id(
             "distributed.rank_group", job_id, world_size, *sorted(p.summary.session_id for p in group)
         )
-        merged.append(
-            merge_parts(group, session_id=session_id, source="stormlog.diagnostics.distributed", job_id=job_id)
-        )
+        part = merge_parts(group, session_id=session_id, source="stormlog.diagnostics.distributed", job_id=job_id)
+        merged.append(replace(part, members=tuple(p.summary.session_id for p in group)))
     return merged
+
+
+def session_groups(parts: Sequence[SessionPart]) -> list[SessionPart]:
+    """The sessions a job is diagnosed as, in the order of ``parts``: every distributed rank group,
+    and every session that is not a member of one (a legacy merge, a multi-rank session, a rank
+    whose group stormlog could not form). A group's members are its own, never diagnosed alone."""
+    grouped = {member for part in parts for member in part.members}
+    return [part for part in parts if part.members or part.summary.session_id not in grouped]
 
 
 def select_default(parts: Sequence[SessionPart]) -> SessionPart | None:

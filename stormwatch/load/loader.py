@@ -29,6 +29,7 @@ from stormwatch.events.sessions import (
     SessionSummary,
     merge_legacy,
     select_default,
+    session_groups,
     synthesize_rank_groups,
     unique,
 )
@@ -64,6 +65,52 @@ class LoadResult:
     warnings: tuple[str, ...]
     sources_loaded: tuple[str, ...]
     markers: tuple[TimelineMarker, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class JobLoad:
+    """Every session of a job from one parse of its artifacts.
+
+    ``parts``: every session stormlog would list, in selection order (rank groups beside their
+    members, see :func:`~stormwatch.events.sessions.session_groups`); ``default_session_id``: the
+    one stormlog selects without ``--session`` (None: no session); ``warnings`` and
+    ``sources_loaded`` are the job's, the same whichever session is looked at.
+    """
+
+    parts: tuple[SessionPart, ...]
+    default_session_id: str | None
+    warnings: tuple[str, ...]
+    sources_loaded: tuple[str, ...]
+
+    @property
+    def sessions(self) -> tuple[SessionSummary, ...]:
+        return tuple(part.summary for part in self.parts)
+
+    def groups(self) -> tuple[SessionPart, ...]:
+        """The sessions the job is diagnosed as (rank groups and the sessions outside them)."""
+        return tuple(session_groups(self.parts))
+
+    def part(self, session_id: str) -> SessionPart:
+        """The session ``session_id``; :class:`SessionNotFoundError` when the job has none by that id."""
+        found = next((part for part in self.parts if part.summary.session_id == session_id), None)
+        if found is None:
+            raise SessionNotFoundError(f"Requested session_id not found: {session_id}")
+        return found
+
+    def result_for(self, session_id: str | None = None) -> LoadResult:
+        """The job as ``--session session_id`` loads it (None: the default session): that
+        session's events and markers, the job's sessions, warnings and sources."""
+        chosen = self.default_session_id if session_id is None else session_id
+        part = None if chosen is None else self.part(chosen)
+        events = part.events if part is not None else empty_frame()
+        return LoadResult(
+            events=events,
+            sessions=self.sessions,
+            selected_session_id=chosen,
+            warnings=self.warnings,
+            sources_loaded=self.sources_loaded,
+            markers=derive_markers(events),
+        )
 
 
 @dataclass
@@ -176,29 +223,20 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
     state.accumulator.add(parts)
 
 
-def _finish(state: _State, session_id: str | None) -> LoadResult:
+def _finish(state: _State) -> JobLoad:
     if state.legacy:
         state.accumulator.add([merge_legacy(state.legacy)])
     sessions = state.accumulator.finalize()
     synthetic = synthesize_rank_groups(sessions, state.candidates)
     if synthetic:
         sessions = sorted([*sessions, *synthetic], key=lambda p: p.summary.sort_key())
-    if session_id is not None:
-        selected = next((p for p in sessions if p.summary.session_id == session_id), None)
-        if selected is None:
-            raise SessionNotFoundError(f"Requested session_id not found: {session_id}")
-    else:
-        selected = select_default(synthetic) if synthetic else None
-        selected = selected or select_default(sessions)
-    events = selected.events if selected is not None else empty_frame()
-    warnings = unique([*state.warnings, *(w for p in sessions for w in p.warnings)])
-    return LoadResult(
-        events=events,
-        sessions=tuple(p.summary for p in sessions),
-        selected_session_id=selected.summary.session_id if selected is not None else None,
-        warnings=warnings,
+    selected = select_default(synthetic) if synthetic else None
+    selected = selected or select_default(sessions)
+    return JobLoad(
+        parts=tuple(sessions),
+        default_session_id=selected.summary.session_id if selected is not None else None,
+        warnings=unique([*state.warnings, *(w for p in sessions for w in p.warnings)]),
         sources_loaded=tuple(sorted({s for p in sessions for s in p.sources})),
-        markers=derive_markers(events),
     )
 
 
@@ -206,14 +244,18 @@ def _new_state(limits: LoadLimits) -> _State:
     return _State(Accumulator(), [], set(), [], RankAllocator(), limits)
 
 
-def load_tree(tree: ArtifactTree, session_id: str | None = None, *, limits: LoadLimits = DEFAULT_LIMITS) -> LoadResult:
-    """Load a job folder given as an artifact tree (local folder, S3 objects ...), within ``limits``."""
+def _tree_sessions(tree: ArtifactTree, limits: LoadLimits) -> JobLoad:
     state = _new_state(limits)
     units = discover(tree)
     if not units:
         state.warnings.append(f"No telemetry artifacts found under {tree.identity('')}")
     _single_inputs(state, [(tree, unit) for unit in units])
-    return _finish(state, session_id)
+    return _finish(state)
+
+
+def load_tree(tree: ArtifactTree, session_id: str | None = None, *, limits: LoadLimits = DEFAULT_LIMITS) -> LoadResult:
+    """Load a job folder given as an artifact tree (local folder, S3 objects ...), within ``limits``."""
+    return _tree_sessions(tree, limits).result_for(session_id)
 
 
 def load_artifacts(
@@ -226,16 +268,24 @@ def load_artifacts(
     size and the cap. Raises :class:`SessionNotFoundError` when ``session_id``
     is given and absent, and :class:`~stormwatch.load.limits.JobLimitError` (a
     ``ValueError``) when the job holds more than ``limits.max_events`` events.
+    A thin use of :func:`load_sessions`: the same parse, then one session picked.
     """
+    return load_sessions(paths, limits=limits).result_for(session_id)
+
+
+def load_sessions(paths: Sequence[str | Path] | ArtifactTree, *, limits: LoadLimits = DEFAULT_LIMITS) -> JobLoad:
+    """Every session of the job in ``paths`` (as :func:`load_artifacts` reads them), from one parse:
+    the files are read once, then split by session. Raises as :func:`load_artifacts` does (never
+    :class:`SessionNotFoundError`: no session is picked here)."""
     if not isinstance(paths, Sequence) or isinstance(paths, str | Path):
         if isinstance(paths, str | Path):
             paths = [paths]
         else:
-            return load_tree(paths, session_id, limits=limits)
+            return _tree_sessions(paths, limits)
     resolved = [Path(p).expanduser().resolve() for p in paths]
     existing = [p for p in resolved if p.exists()]
     if len(resolved) == 1 and existing and existing[0].is_dir():
-        return load_tree(LocalTree(existing[0]), session_id, limits=limits)
+        return _tree_sessions(LocalTree(existing[0]), limits)
     state = _new_state(limits)
     files: list[tuple[ArtifactTree, Unit]] = []  # consecutive files, loaded together
 
@@ -260,4 +310,4 @@ def load_artifacts(
         else:
             state.warnings.append(f"Unsupported path type: {path}")
     flush()
-    return _finish(state, session_id)
+    return _finish(state)

@@ -1,8 +1,15 @@
-"""The fleet summary: one row per job (``fleet.json``) and one per rank (``fleet.parquet``).
+"""The fleet summary: one row per job (``fleet.json``) and one per (job, session, rank) (``fleet.parquet``).
 
 Rows are built from each job's model.json document (parsed JSON), so a job
 skipped because its inputs did not change keeps the row of its last diagnosis.
 Failed and refused jobs get a row with their error and no verdict.
+
+A job diagnosed session by session (model.json's ``attempts``, see
+:mod:`stormwatch.outputs.attempts`) gets, in fleet.json, its ``session_count``, its
+``worst_session`` (the session its verdict comes from) and that session's first causes
+(``earliest``, ``most_severe``); in fleet.parquet, the rank rows of every session it diagnosed,
+each with its ``session_id`` and ``session_verdict`` beside the job's ``verdict``. A document
+without ``attempts`` is one session: the one it names (``selected_session_id``).
 
 A job's fleet facts (model.json's ``fleet`` member, see :mod:`stormwatch.peers`) reach
 both: a fleet.json row carries its ``outlier_ranks`` and ``coverage``; each fleet.parquet
@@ -55,6 +62,8 @@ class FleetRow:
     error: str | None = None
     outlier_ranks: tuple[dict[str, Any], ...] = ()  # fleet.outlier_ranks: {rank, metric, value_bytes, ...}
     coverage: dict[str, Any] | None = None  # fleet.coverage; None when the document had no fleet facts
+    session_count: int | None = None  # the job's sessions (diagnosed or not); None: not known
+    worst_session: str | None = None  # the session id the verdict comes from
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -90,6 +99,31 @@ def _indicator(indicators: Sequence[Mapping[str, Any]], kind: str) -> dict[str, 
     return None
 
 
+def session_rank_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A one-session document's rank rows: the model's rows with their facts (:data:`FACT_COLUMNS`) and
+    ``outlier`` (flagged on any metric; None when the document has no fleet facts). What an attempt
+    carries into its job's document (model.json ``attempts[].ranks``), and so into fleet.parquet."""
+    model = document.get("model", {})
+    fleet = document.get("fleet") or {}
+    facts = {fact.get("rank"): fact for fact in fleet.get("ranks", ())}
+    outliers = None if fleet.get("coverage") is None and not fleet.get("outlier_ranks") else {
+        item.get("rank") for item in fleet.get("outlier_ranks", ())}
+    return [
+        {**row, **{name: facts.get(row.get("rank"), {}).get(name) for name in FACT_COLUMNS},
+         "outlier": None if outliers is None else row.get("rank") in outliers}
+        for row in model.get("rows", ())
+    ]
+
+
+def _attempt_rows(attempts: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple({**rank, "session_id": attempt.get("session_id"), "session_verdict": attempt.get("verdict")}
+                 for attempt in attempts for rank in attempt.get("ranks") or ())
+
+
+def _cause(cause: Any) -> dict[str, Any] | None:
+    return {name: cause.get(name) for name in _INDICATOR_FIELDS} if isinstance(cause, Mapping) else None
+
+
 def row_from_document(
     document: Mapping[str, Any], *, status: JobStatus, report: str | None, exit_code: int | None = None
 ) -> FleetRow:
@@ -98,19 +132,22 @@ def row_from_document(
     model = document.get("model", {})
     verdict = document.get("verdict", {})
     fleet = document.get("fleet") or {}
-    facts = {fact.get("rank"): fact for fact in fleet.get("ranks", ())}
-    rows = tuple(
-        {**row, **{name: facts.get(row.get("rank"), {}).get(name) for name in FACT_COLUMNS}}
-        for row in model.get("rows", ())
-    )
+    attempts = [item for item in document.get("attempts") or () if isinstance(item, Mapping)]
+    worst = next((item for item in attempts if item.get("session_id") == document.get("worst_session")), None)
+    if attempts:
+        rows = _attempt_rows(attempts)
+    else:
+        session = {"session_id": document.get("selected_session_id"), "session_verdict": verdict.get("status")}
+        rows = tuple({**rank, **session} for rank in session_rank_rows(document))
+    indicators = model.get("indicators", ())
     return FleetRow(
         job_id=str(document.get("job_id")),
         status=status,
         verdict=_verdict(verdict.get("status")),
         exit_code=verdict.get("exit_code") if exit_code is None else int(exit_code),
         summary=verdict.get("summary"),
-        earliest=_indicator(model.get("indicators", ()), "earliest"),
-        most_severe=_indicator(model.get("indicators", ()), "most_severe"),
+        earliest=_cause(worst.get("earliest")) if worst else _indicator(indicators, "earliest"),
+        most_severe=_cause(worst.get("most_severe")) if worst else _indicator(indicators, "most_severe"),
         ranks_present=len(model.get("present_ranks", ())),
         ranks_expected=len(model.get("expected_ranks", ())),
         missing_ranks=tuple(model.get("missing_ranks", ())),
@@ -120,6 +157,8 @@ def row_from_document(
         report=report,
         outlier_ranks=tuple(dict(item) for item in fleet.get("outlier_ranks", ())),
         coverage=None if fleet.get("coverage") is None else dict(fleet["coverage"]),
+        session_count=document.get("session_count", len(attempts) or None),
+        worst_session=document.get("worst_session"),
         rank_rows=rows,
     )
 
@@ -129,7 +168,8 @@ def failed_row(job_id: str, *, status: JobStatus, error: str) -> FleetRow:
 
 
 def fleet_document(rows: Iterable[FleetRow], *, generated_at: datetime, storage: str) -> dict[str, Any]:
-    """fleet.json: rows sorted by job id, with counts by status and by verdict."""
+    """fleet.json: rows sorted by job id, with counts by status and by verdict (a job counts once,
+    with its verdict: the worst of its sessions)."""
     ordered = sorted(rows, key=lambda row: row.job_id)
     summary = {"jobs": len(ordered)}
     for status in JobStatus:
@@ -147,16 +187,25 @@ def fleet_document(rows: Iterable[FleetRow], *, generated_at: datetime, storage:
 
 #: Per-rank facts (model.json's ``fleet.ranks``) carried into fleet.parquet; NA for missing ranks.
 FACT_COLUMNS = ("host", "device_id", "peak_reserved_bytes", "peak_device_used_bytes", "device_total_bytes")
-RANK_COLUMNS = (
-    "job_id", "verdict", "rank", "availability", "samples", "allocated_delta_bytes", "reserved_delta_bytes",
-    "hidden_gap_latest_bytes", "hidden_gap_peak_abs_bytes", "has_anomaly", "first_anomaly_timestamp_ns",
-    "first_anomaly_signal", "first_anomaly_phase_path", *FACT_COLUMNS, "outlier",
-)  # fmt: skip
+#: The model's rank-row fields in fleet.parquet.
+ROW_COLUMNS = ("rank", "availability", "samples", "allocated_delta_bytes", "reserved_delta_bytes",
+               "hidden_gap_latest_bytes", "hidden_gap_peak_abs_bytes", "has_anomaly", "first_anomaly_timestamp_ns",
+               "first_anomaly_signal", "first_anomaly_phase_path")
+RANK_COLUMNS = ("job_id", "session_id", "verdict", "session_verdict", *ROW_COLUMNS, *FACT_COLUMNS, "outlier")
+#: Columns a fleet.parquet written before sessions had (they lack ``session_id`` and ``session_verdict``).
+REQUIRED_RANK_COLUMNS = tuple(name for name in RANK_COLUMNS if name not in ("session_id", "session_verdict"))
+RANK_ORDER = ["job_id", "session_id", "rank"]
 _INT_COLUMNS = ("rank", "samples", "allocated_delta_bytes", "reserved_delta_bytes", "hidden_gap_latest_bytes",
                 "hidden_gap_peak_abs_bytes", "first_anomaly_timestamp_ns", "device_id", "peak_reserved_bytes",
                 "peak_device_used_bytes", "device_total_bytes")
 _BOOLEAN_COLUMNS = ("has_anomaly", "outlier")
-_STRING_COLUMNS = ("job_id", "verdict", "availability", "first_anomaly_signal", "first_anomaly_phase_path", "host")
+_STRING_COLUMNS = ("job_id", "session_id", "verdict", "session_verdict", "availability", "first_anomaly_signal",
+                   "first_anomaly_phase_path", "host")
+
+
+def _merged(kept: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+    merged = pd.concat([_typed(kept.reindex(columns=list(RANK_COLUMNS))), fresh], ignore_index=True)
+    return merged.sort_values(RANK_ORDER, kind="stable", ignore_index=True)
 
 
 def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
@@ -164,9 +213,7 @@ def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -
     fresh = rank_table(rows)
     if previous is None or previous.empty:
         return fresh
-    kept = previous[~previous["job_id"].isin([row.job_id for row in rows])]
-    merged = pd.concat([_typed(kept.reindex(columns=list(RANK_COLUMNS))), fresh], ignore_index=True)
-    return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
+    return _merged(previous[~previous["job_id"].isin([row.job_id for row in rows])], fresh)
 
 
 def with_carried_ranks(carried: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
@@ -175,8 +222,7 @@ def with_carried_ranks(carried: pd.DataFrame | None, rows: Sequence[FleetRow]) -
     fresh = rank_table(rows)
     if carried is None or carried.empty:
         return fresh
-    merged = pd.concat([_typed(carried.reindex(columns=list(RANK_COLUMNS))), fresh], ignore_index=True)
-    return merged.sort_values(["job_id", "rank"], kind="stable", ignore_index=True)
+    return _merged(carried, fresh)
 
 
 def _outliers(row: FleetRow) -> frozenset[Any] | None:
@@ -187,18 +233,20 @@ def _outliers(row: FleetRow) -> frozenset[Any] | None:
 
 
 def rank_table(rows: Iterable[FleetRow]) -> pd.DataFrame:
-    """One row per (job, rank): the model's rank rows with the job id and verdict, the rank's facts
-    (:data:`FACT_COLUMNS`) and ``outlier`` (flagged on any metric; NA when the job has no fleet facts);
-    typed columns."""
+    """One row per (job, session, rank): each session's rank rows with the job id and verdict, the
+    session id and verdict, the rank's facts (:data:`FACT_COLUMNS`) and ``outlier`` (flagged on any
+    metric; NA when the session has no fleet facts); typed columns, in :data:`RANK_ORDER`."""
     records = []
-    for row in sorted(rows, key=lambda item: item.job_id):
+    for row in rows:
         outliers = _outliers(row)
+        job = {"job_id": row.job_id, "verdict": None if row.verdict is None else row.verdict.value}
         for rank in row.rank_rows:
-            record = {name: rank.get(name) for name in RANK_COLUMNS[2:-1]}
-            record["outlier"] = None if outliers is None else rank.get("rank") in outliers
-            records.append({"job_id": row.job_id, "verdict": None if row.verdict is None else row.verdict.value,
-                            **record})
-    return _typed(pd.DataFrame.from_records(records, columns=list(RANK_COLUMNS)))
+            record = {name: rank.get(name) for name in RANK_COLUMNS}
+            if "outlier" not in rank:  # a row built without its rank facts' outlier flags
+                record["outlier"] = None if outliers is None else rank.get("rank") in outliers
+            records.append({**record, **job})
+    table = _typed(pd.DataFrame.from_records(records, columns=list(RANK_COLUMNS)))
+    return table.sort_values(RANK_ORDER, kind="stable", ignore_index=True)
 
 
 def _typed(table: pd.DataFrame) -> pd.DataFrame:
