@@ -1,4 +1,4 @@
-"""Fleet history: one row per (audit, job, rank) kept across nights, and the analytics over it.
+"""Fleet history: one row per (audit, job, session, rank) kept across nights, and the analytics over it.
 
 Pure engine code (pandas and pyarrow only; no storage, Prefect or network): :mod:`.schema` (the
 Arrow schema and the Parquet file layout), :mod:`.job_names` (job id → job name),

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from stormwatch.history.schema import HISTORY_SCHEMA, as_utc
+from stormwatch.outputs.verdict import VerdictStatus
 
 RUN_ORDER = ["audit_time", "job_started_ns", "job_id"]
 #: The columns regressions, suspects and trends read (half the file: read only these for them).
@@ -60,31 +61,37 @@ def latest_rows(history: pd.DataFrame) -> pd.DataFrame:
     return history.loc[row_sequence == latest]
 
 
+#: Verdicts by how bad they are, so a run's verdict is the worst of its rows' (sessions').
+_VERDICT_RANKS = {status.value: float(status.rank) for status in VerdictStatus}
+_VERDICT_NAMES = {rank: name for name, rank in _VERDICT_RANKS.items()}
 RUN_COLUMNS = ["job_id", "job_name", "world_size", "audit_id", "audit_time", "job_started_ns", "verdict",
                "peak_reserved_bytes", "hidden_gap_peak_bytes"]
 
 
 def audit_runs(history: pd.DataFrame) -> pd.DataFrame:
     """One row per (audit, job) in ``history``, columns :data:`RUN_COLUMNS` (strings as objects):
-    the job's peaks over its ranks, ``peak_reserved_bytes`` and ``hidden_gap_peak_bytes`` (NaN when
-    no rank has one), its largest world size, earliest start and its verdict. One group-by over
+    the job's peaks over its ranks (of every session), ``peak_reserved_bytes`` and ``hidden_gap_peak_bytes``
+    (NaN when no rank has one), its largest world size, earliest start and its verdict (the worst of
+    its rows': every row of a job carries the job's, older files too). One group-by over
     integer codes; the result has as many rows as runs, not ranks."""
     if history.empty:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in RUN_COLUMNS})
     audit_codes, _ = pd.factorize(history["audit_id"])
     job_codes, jobs = pd.factorize(history["job_id"])
     key = audit_codes.astype(np.int64) * max(len(jobs), 1) + job_codes
-    runs = history.groupby(key, sort=False).agg(
+    severity = history["verdict"].astype(object).map(_VERDICT_RANKS).astype(float)  # NaN: none or unknown
+    runs = history.assign(_verdict_rank=severity.to_numpy()).groupby(key, sort=False).agg(
         job_id=("job_id", "first"),
         job_name=("job_name", "first"),
         world_size=("world_size", "max"),
         audit_id=("audit_id", "first"),
         audit_time=("audit_time", "first"),
         job_started_ns=("job_started_ns", "min"),
-        verdict=("verdict", "first"),
+        verdict=("_verdict_rank", "max"),
         peak_reserved_bytes=("peak_reserved_bytes", "max"),
         hidden_gap_peak_bytes=("hidden_gap_peak_bytes", "max"),
     )
+    runs["verdict"] = runs["verdict"].map(_VERDICT_NAMES)
     for name in ("job_id", "job_name", "audit_id", "verdict"):
         runs[name] = runs[name].astype(object)
     return runs.reset_index(drop=True)[RUN_COLUMNS]

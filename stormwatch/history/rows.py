@@ -1,4 +1,7 @@
-"""History rows from parsed model.json documents: one row per (job, expected rank) of one audit.
+"""History rows from parsed model.json documents: one row per (job, session, expected rank) of one audit.
+
+A document is one session of a job (``selected_session_id``): a job diagnosed session by session
+gives one document per session (its sessions' own model.json), a job diagnosed once gives one.
 
 Sources inside a document (``DESIGN.md``, "The model JSON contract"):
 
@@ -13,7 +16,9 @@ Sources inside a document (``DESIGN.md``, "The model JSON contract"):
   none), allocated/reserved peaks from ``model.per_rank_timelines``, the rest null;
 - ``sessions``: world size (largest declared, else the number of expected ranks) and the earliest
   session start (``job_started_ns``, which orders runs of one job name);
-- ``verdict.status``, ``input_fingerprint``.
+- ``verdict.status``: the row's ``session_verdict`` (in a job document with ``attempts``, that of
+  its attempt), and the job's ``verdict``: the worst over the job's documents (the worst session);
+- ``input_fingerprint``.
 
 Building the rows is linear in ranks plus timeline points; nothing here reads storage.
 """
@@ -30,6 +35,7 @@ import pyarrow as pa
 from stormwatch.analysis.candidates import ALERT_SEVERITY
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.schema import HISTORY_COLUMNS, HISTORY_SCHEMA, as_utc, audit_id, file_metadata
+from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.severity import Severity
 
 _SIGNAL_SEVERITY: dict[str, Severity] = {
@@ -111,6 +117,27 @@ def _severity(row: Mapping[str, Any], rank: int, indicators: Sequence[Mapping[st
     return None if known is None else known.value
 
 
+def _status(document: Mapping[str, Any]) -> str | None:
+    verdict = document.get("verdict")
+    return _str(verdict.get("status")) if isinstance(verdict, Mapping) else None
+
+
+def _session_verdict(document: Mapping[str, Any]) -> str | None:
+    """The verdict of the session ``document`` shows: its attempt's in a job document, else its own."""
+    session = document.get("selected_session_id")
+    for attempt in document.get("attempts") or ():
+        if isinstance(attempt, Mapping) and attempt.get("session_id") == session:
+            return _str(attempt.get("verdict"))
+    return _status(document)
+
+
+def _worst(statuses: Iterable[str | None]) -> str | None:
+    known = [VerdictStatus(status) for status in statuses
+             if status is not None and status in VerdictStatus._value2member_map_]
+    worst = VerdictStatus.worst(known)
+    return None if worst is None else worst.value
+
+
 def _job_rows(document: Mapping[str, Any], job_name: str, audit: str) -> list[dict[str, Any]]:
     model = document.get("model") or {}
     rows = _by_rank(model.get("rows"))
@@ -120,7 +147,7 @@ def _job_rows(document: Mapping[str, Any], job_name: str, audit: str) -> list[di
     fleet_ranks = _by_rank(fleet.get("ranks")) if isinstance(fleet, Mapping) else {}
     timelines = model.get("per_rank_timelines") or {}
     world, started, session_hosts = _session_facts(document.get("sessions"), len(model.get("expected_ranks") or ()))
-    verdict = document.get("verdict") or {}
+    session_id, session_verdict = _str(document.get("selected_session_id")), _session_verdict(document)
     out = []
     for rank in sorted(rows):
         row, placed = rows[rank], fleet_ranks.get(rank) or {}
@@ -138,6 +165,7 @@ def _job_rows(document: Mapping[str, Any], job_name: str, audit: str) -> list[di
             "audit_id": audit,
             "job_id": str(document.get("job_id")),
             "job_name": job_name,
+            "session_id": session_id,
             "world_size": world,
             "rank": rank,
             "host": host,
@@ -152,7 +180,8 @@ def _job_rows(document: Mapping[str, Any], job_name: str, audit: str) -> list[di
             "first_anomaly_severity": _severity(row, rank, indicators),
             "first_anomaly_timestamp_ns": _int(row.get("first_anomaly_timestamp_ns")),
             "first_cause": earliest == rank,
-            "verdict": _str(verdict.get("status")) if isinstance(verdict, Mapping) else None,
+            "verdict": _status(document),  # the job's, set over all its documents by history_rows
+            "session_verdict": session_verdict,
             "input_fingerprint": _str(document.get("input_fingerprint")),
             "job_started_ns": started,
         })
@@ -163,21 +192,28 @@ def history_rows(
     documents: Iterable[Mapping[str, Any]], *, job_names: JobNamePattern, audit_time: datetime
 ) -> pa.Table:
     """The history rows of one audit, in :data:`~stormwatch.history.schema.HISTORY_SCHEMA`
-    (with its footer metadata), sorted by (job_id, rank).
+    (with its footer metadata), sorted by (job_id, session_id, rank).
 
     ``documents``: parsed model.json of the jobs diagnosed in this audit only (an unchanged job
-    re-audited adds no row). A document without a string ``job_id`` is skipped; a later document
-    with the same job id replaces an earlier one. ``audit_time`` (naive = UTC) is every row's
-    ``audit_time`` and, with the jobs' fingerprints, names the audit (``audit_id``).
+    re-audited adds no row), one per session of a job diagnosed session by session. A document without
+    a string ``job_id`` is skipped; a later document with the same job id and session replaces an
+    earlier one. ``audit_time`` (naive = UTC) is every row's ``audit_time`` and, with the jobs'
+    fingerprints, names the audit (``audit_id``).
     """
-    by_job: dict[str, Mapping[str, Any]] = {}
+    by_session: dict[tuple[str, str], Mapping[str, Any]] = {}
     for document in documents:
         if isinstance(document, Mapping) and isinstance(document.get("job_id"), str):
-            by_job[document["job_id"]] = document
-    audit = audit_id(audit_time, ((job, _str(doc.get("input_fingerprint"))) for job, doc in by_job.items()))
+            by_session[(document["job_id"], str(document.get("selected_session_id") or ""))] = document
+    fingerprints = {job: _str(doc.get("input_fingerprint")) for (job, _), doc in by_session.items()}
+    audit = audit_id(audit_time, fingerprints.items())
     records: list[dict[str, Any]] = []
-    for job in sorted(by_job):
-        records += _job_rows(by_job[job], job_names.name_of(job), audit)
+    for job, session in sorted(by_session):
+        records += _job_rows(by_session[(job, session)], job_names.name_of(job), audit)
+    statuses: dict[str, list[str | None]] = {}
+    for (job, _), document in by_session.items():
+        statuses.setdefault(job, []).append(_status(document))
+    for record in records:
+        record["verdict"] = _worst(statuses[record["job_id"]])
     columns: dict[str, list[Any]] = {name: [record.get(name) for record in records] for name in HISTORY_COLUMNS}
     columns["audit_time"] = [as_utc(audit_time)] * len(records)
     table = pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)

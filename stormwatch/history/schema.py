@@ -11,7 +11,11 @@ same key again instead of a second file. Each file holds rows of :data:`HISTORY_
 key :data:`PARQUET_METADATA_KEY` in its footer's key-value metadata: ``{"schema_version": N}``.
 
 Units: every ``*_bytes`` column is bytes; ``*_ns`` columns are integer nanoseconds since the Unix
-epoch; ``audit_time`` is ``timestamp[ns, UTC]``. Invariant: one row per (audit_id, job_id, rank).
+epoch; ``audit_time`` is ``timestamp[ns, UTC]``. Invariant: one row per (audit_id, job_id, session_id,
+rank): a job diagnosed session by session keeps a row per rank of each session (``session_id``,
+``session_verdict``), with the job's ``verdict`` (the worst of its sessions) on each.
+
+Version 2 added ``session_id`` and ``session_verdict``; a version-1 file reads with them null.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from datetime import UTC, date, datetime
 import orjson
 import pyarrow as pa
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = 2
 HISTORY_FOLDER = "history"
 PARQUET_METADATA_KEY = b"stormwatch.history"
 AUDIT_TIME_TYPE = pa.timestamp("ns", tz="UTC")
@@ -51,11 +55,15 @@ HISTORY_SCHEMA = pa.schema([
     pa.field("first_anomaly_severity", pa.string()),          # Severity value, null when unknown
     pa.field("first_anomaly_timestamp_ns", pa.int64()),
     pa.field("first_cause", pa.bool_(), nullable=False),      # this rank is the job's earliest indicator's
-    pa.field("verdict", pa.string()),                         # VerdictStatus value
+    pa.field("verdict", pa.string()),                         # VerdictStatus value: the job's
     pa.field("input_fingerprint", pa.string()),
     pa.field("job_started_ns", pa.int64()),                   # earliest session start: orders runs
+    pa.field("session_id", pa.string()),                      # the session (group) the rank ran in (v2)
+    pa.field("session_verdict", pa.string()),                 # VerdictStatus value: the session's (v2)
 ])
 HISTORY_COLUMNS = tuple(HISTORY_SCHEMA.names)
+#: Columns version 2 added.
+SESSION_COLUMNS = ("session_id", "session_verdict")
 STRING_COLUMNS = tuple(field.name for field in HISTORY_SCHEMA if field.type == pa.string())
 #: The schema rows are read in: strings dictionary-encoded (what the Parquet pages hold), so a
 #: million rows decode and become pandas categoricals without a Python string per value.
@@ -130,6 +138,10 @@ def conform(
         known = f"1..{HISTORY_SCHEMA_VERSION}"
         raise HistoryFileError(f"{name}: history schema version {version!r} (this code reads {known})")
     wanted = [column for column in HISTORY_COLUMNS if columns is None or column in columns]
+    if version < 2:  # written before sessions were kept: their columns are null
+        for column in SESSION_COLUMNS:
+            if column in wanted and column not in table.column_names:
+                table = table.append_column(pa.field(column, pa.string()), pa.nulls(table.num_rows, pa.string()))
     missing = [column for column in wanted if column not in table.column_names]
     if missing:
         raise HistoryFileError(f"{name}: missing columns {', '.join(missing)}")

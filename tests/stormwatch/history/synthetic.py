@@ -100,6 +100,7 @@ def synthetic_fleet(
             "audit_time": np.full(len(rank), np.datetime64(when.replace(tzinfo=None), "ns")),
             "job_id": job_ids[job_of_rank],
             "job_name": names[job_of_rank],
+            "session_id": np.array([f"{job}-attempt-1" for job in job_ids])[job_of_rank],
             "world_size": worlds[job_of_rank].astype(np.int32),
             "rank": rank.astype(np.int32),
             "host": np.array([f"node-{h:02d}" for h in range(hosts)])[host_index],
@@ -118,6 +119,7 @@ def synthetic_fleet(
             "first_anomaly_timestamp_ns": np.where(first_cause, 1_700_000_000_000_000_000, 0).astype(np.int64),
             "first_cause": first_cause,
             "verdict": np.where(has_cause[job_of_rank], "critical", "clean"),
+            "session_verdict": np.where(has_cause[job_of_rank], "critical", "clean"),
             "input_fingerprint": np.full(len(rank), "sha256:synthetic"),
             "job_started_ns": np.full(len(rank), int(when.timestamp() * 1e9) - 3_600_000_000_000, dtype=np.int64),
         }
