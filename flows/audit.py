@@ -94,9 +94,11 @@ def run_batches(
 
 
 def audit_options(params: AuditParameters) -> AuditOptions:
-    """The per-job options from the flow parameters (ValueError names a bad one)."""
+    """The per-job options from the flow parameters (ValueError names a bad one): every session of a job
+    is diagnosed (at most ``max_sessions``), so an earlier attempt's finding is the job's."""
     diagnose = DiagnoseOptions.parse(fail_on=params.fail_on.value, preset=params.preset.value,
-                                     max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events)
+                                     max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events,
+                                     all_sessions=True, max_sessions=params.max_sessions)
     return AuditOptions(diagnose, force=params.force, max_bytes=params.max_job_bytes,
                         report_base_url=params.report_base_url, audit_time=params.audit_time(),
                         job_names=params.job_names(), regression=params.regression_thresholds())

@@ -39,6 +39,9 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip (with a warning) any artifact larger than N bytes, unread (default 1 GiB)")
     parser.add_argument("--max-events", type=int, default=None, metavar="N",
                         help="fail a job holding more than N events; the others continue (default 50,000,000)")
+    parser.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                        help="diagnose at most N sessions of a job: the default one and the most recent; the "
+                             "others are listed and counted, with a warning (default 64)")
     parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
     parser.add_argument("--report-base-url", default=None, metavar="URL",
                         help="http(s) address where reports/ is served, for links in notifications")
@@ -177,7 +180,7 @@ def optional_choices(args: argparse.Namespace) -> dict[str, object]:
     if engine is not None:
         choices["engine"] = engine
     for name in ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days", "baseline_runs",
-                 "regression_pct", "suspect_days"):
+                 "regression_pct", "suspect_days", "max_sessions"):
         if getattr(args, name, None) is not None:
             choices[name] = getattr(args, name)
     return choices

@@ -1,8 +1,13 @@
 """An example fleet of stormlog-shaped jobs, written to a local folder.
 
-Records follow stormlog's schema v3 (and its legacy and diagnose-bundle shapes)
+Records follow stormlog's schema v3 (and its legacy and append-only sink shapes)
 so the loader reads them as it reads real telemetry. Deterministic: the same
 folder content on every run.
+
+``restarted`` is a 4-rank job that ran twice: its first attempt ran out of memory on
+rank 3 and was interrupted (each rank's sink marks its session ``interrupted``), the
+restart (a new run id, so new sessions) completed cleanly. stormlog's default
+selection picks the restart; diagnosing every session flags the job from attempt 1.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ def _record(
     world: int,
     index: int,
     *,
+    start_ns: int = START_NS,
     event_type: str = "sample",
     context: str | None = None,
     allocated: int,
@@ -34,7 +40,7 @@ def _record(
     return {
         "schema_version": 3,
         "session_id": f"{job}-rank{rank}",
-        "timestamp_ns": START_NS + index * STEP_NS,
+        "timestamp_ns": start_ns + index * STEP_NS,
         "event_type": event_type,
         "collector": "stormlog.cuda_tracker",
         "sampling_interval_ms": 50,
@@ -67,9 +73,13 @@ def _rank_records(
     spike_at: int | None = None,
     drift_bytes: int = 0,
     oom: bool = False,
+    stop: bool = True,
+    start_ns: int = START_NS,
 ) -> list[dict[str, Any]]:
+    """``stop``: the capture ends with a ``stop`` event (False: the process died first)."""
     total = 80 * GIB
-    out = [_record(job, rank, world, 0, event_type="start", allocated=0, reserved=0, used=0, total=total)]
+    out = [_record(job, rank, world, 0, event_type="start", allocated=0, reserved=0, used=0, total=total,
+                   start_ns=start_ns)]
     for i in range(1, samples + 1):
         allocated = 20 * GIB + (i % 10) * (64 << 20)
         reserved = allocated + 2 * GIB
@@ -87,6 +97,7 @@ def _rank_records(
                 used=min(used, total),
                 total=total,
                 context=context,
+                start_ns=start_ns,
             )
         )
     if oom:
@@ -103,9 +114,12 @@ def _rank_records(
                 used=80 * GIB,
                 total=total,
                 metadata={"oom_reason": "allocator_fragmentation"},
+                start_ns=start_ns,
             )
         )
-    out.append(_record(job, rank, world, samples + 2, event_type="stop", allocated=0, reserved=0, used=0, total=total))
+    if stop:
+        out.append(_record(job, rank, world, samples + 2, event_type="stop", allocated=0, reserved=0, used=0,
+                           total=total, start_ns=start_ns))
     return out
 
 
@@ -119,6 +133,24 @@ def _write(path: Path, data: bytes) -> None:
 
 def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     _write(path, b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def _interrupted_sink(folder: Path, records: list[dict[str, Any]]) -> None:
+    """An append-only sink (manifest + one segment, lines with sorted keys as the sink writes them)
+    whose one session a later start found still running, and so marked ``interrupted``."""
+    segment = b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records)
+    first, last = records[0], records[-1]
+    session = {key: first[key] for key in ("session_id", "host", "pid", "job_id", "rank", "local_rank", "world_size")}
+    manifest = {
+        "schema_version": 2,
+        "format": "stormlog.append_only_telemetry_sink",
+        "sessions": [{**session, "status": "interrupted", "started_at_ns": first["timestamp_ns"],
+                      "ended_at_ns": last["timestamp_ns"], "source": "stormlog.cuda_tracker"}],
+        "segments": [{"filename": "segment-000001.jsonl", "event_count": len(records), "size_bytes": len(segment),
+                      "closed": True, "session_id": first["session_id"]}],
+    }
+    _write(folder / "segment-000001.jsonl", segment)
+    _write(folder / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
 
 
 def write_demo_fleet(root: Path, *, samples: int = 400) -> list[str]:
@@ -140,6 +172,12 @@ def write_demo_fleet(root: Path, *, samples: int = 400) -> list[str]:
             _rank_records("drifting-rank", rank, 2, samples, drift_bytes=(32 << 20) if rank == 1 else 0),
         )
     _jsonl(jobs / "oom" / "rank_0" / "telemetry.jsonl", _rank_records("oom", 0, 1, samples, oom=True))
+    restart_ns = START_NS + (samples + 600) * STEP_NS  # the restart began half a minute after the OOM
+    for rank in range(4):
+        first = _rank_records("restarted-run1", rank, 4, samples, oom=rank == 3, stop=False)
+        _interrupted_sink(jobs / "restarted" / f"rank_{rank}" / "attempt-1", first)
+        _jsonl(jobs / "restarted" / f"rank_{rank}" / "attempt-2" / "telemetry.jsonl",
+               _rank_records("restarted-run2", rank, 4, samples, start_ns=restart_ns))
     legacy = [
         {"timestamp": 1_700_000_000.0 + i * 0.5, "memory_allocated": GIB + i * (1 << 20), "device": "cpu"}
         for i in range(50)

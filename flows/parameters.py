@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.diagnose import DEFAULT_MAX_SESSIONS
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.suspects import SuspectThresholds
@@ -62,6 +63,8 @@ class AuditParameters(BaseModel):
     max_job_bytes: int | None = Field(default=None, description="bytes: fail a job whose inputs add up to more")
     max_artifact_bytes: int | None = Field(default=None, description="bytes: skip a larger artifact, unread")
     max_events: int | None = Field(default=None, description="events: fail a job holding more")
+    max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, ge=1,
+                              description="sessions of a job diagnosed at most: the default one and the most recent")
     report_base_url: str | None = Field(default=None, description="http(s) address where reports/ is served")
     notify_on: NotifyOn = Field(default="critical", description="least first-cause severity that notifies")
     digest: bool = Field(default=False, description="one message per audit listing every job (nightly only)")

@@ -1,8 +1,8 @@
 """``post-job``: diagnose one job right after it ends, update the fleet, return its exit code.
 
 The same steps as the nightly audit for a single job id: a refused id is
-reported and nothing is read or written; otherwise the job is diagnosed (unless
-unchanged and not forced) and compared with the earlier runs of its job name,
+reported and nothing is read or written; otherwise the job is diagnosed, every
+session of it (unless unchanged and not forced), and compared with the earlier runs of its job name,
 model.json is stored, its history rows are appended, and the job's row in
 fleet.json / fleet.parquet is replaced.
 """

@@ -1,5 +1,10 @@
 """One job of an audit: fetch its inputs, diagnose them, store model.json and report.html.
 
+With ``diagnose.all_sessions`` (the audits' default) every session of the job is diagnosed and
+gets ``<job>/sessions/<encoded id>/model.json`` and ``report.html`` beside the job's own; a session
+whose outputs cannot be written (refused key, a storage error that is not transient) is recorded
+with its error in the job's ``attempts`` and the others are written.
+
 Plain functions, no Prefect: they run in the flow's threads, in the engine's worker
 processes (:mod:`stormwatch.tasks.engine_pool`) or on Dask workers, so everything they
 take and return pickles. :func:`run_job` never raises for a job: a storage or network
@@ -19,17 +24,19 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from stormwatch.diagnose import DiagnoseOptions, diagnose
+from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.job_regression import regression_summary
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.rows import history_rows
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, row_from_document
-from stormwatch.outputs.model_json import input_fingerprint
+from stormwatch.outputs.model_json import dumps_document, input_fingerprint
 from stormwatch.outputs.verdict import VerdictStatus, exit_code_for
+from stormwatch.reports.jobattempts import PageNav
 from stormwatch.reports.render import render_job
 from stormwatch.tasks.notify.dispatch import JobFinding
-from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy
+from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy, is_transient
 from stormwatch.tasks.storage.inventory import JobInputs
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
@@ -40,6 +47,7 @@ from stormwatch.tasks.storage.protocol import (
 )
 
 HTML = "text/html; charset=utf-8"
+JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,8 @@ class AuditOptions:
     ``report_base_url``: where ``reports/`` is served over http(s), for links in
     notifications (else links are the storage's own ``s3://`` or ``file://`` URIs).
     ``job_retry``: attempts and waits for a job whose storage or network step failed transiently.
+    ``session_workers``: threads building one job's sessions (None: one per core, at most one per
+    session); it changes no output.
     """
 
     diagnose: DiagnoseOptions = DiagnoseOptions()
@@ -60,6 +70,7 @@ class AuditOptions:
     audit_time: datetime | None = None
     job_names: JobNamePattern = JobNamePattern()
     regression: RegressionThresholds = RegressionThresholds()
+    session_workers: int | None = None
 
     def acting_at(self) -> datetime:
         """The audit's time (``--as-of``), else now: model.json's ``generated_at`` and the history's."""
@@ -138,24 +149,50 @@ def audit_one(
     return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options, earlier=earlier)
 
 
+def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: str) -> JobDiagnosis:
+    """Each diagnosed session's model.json and report.html under ``<job>/sessions/<encoded id>/``; a session
+    whose outputs cannot be written (a refused key, a storage error that is not transient) is recorded
+    in the returned diagnosis, the others are written. Transient errors propagate (the job is retried)."""
+    errors: dict[str, str] = {}
+    labels = {attempt.session_id: attempt.describe() for attempt in diagnosis.attempts}
+    for result in diagnosis.sessions:
+        if not result.written or result.diagnosis is None or result.folder is None:
+            continue
+        document = result.diagnosis.document
+        document["generated_at"] = generated_at
+        folder = f"{diagnosis.job_id}/{result.folder}"
+        nav = PageNav.for_session(depth=result.folder.count("/") + 1, attempt=labels.get(result.session_id))
+        try:
+            storage.write_report(f"{folder}/model.json", dumps_document(document), content_type=JSON)
+            storage.write_report(f"{folder}/report.html", render_job(document, nav=nav).encode("utf-8"),
+                                 content_type=HTML)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            errors[result.session_id] = f"its outputs were not written: {type(exc).__name__}: {exc}"
+    return diagnosis.with_output_errors(errors)
+
+
 def diagnose_inputs(
     storage: Storage, job: JobInputs, *, options: AuditOptions, earlier: pd.DataFrame | None = None
 ) -> JobOutcome:
     """Diagnose a job from its listed inputs (no skip check here), compare it with ``earlier``
-    runs of its job name (model.json's ``fleet.regression``) and store its reports."""
+    runs of its job name (model.json's ``fleet.regression``) and store its reports (and, session by
+    session, those of its sessions); its history rows are one per (session, rank)."""
     tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
                              max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
-    diagnosis = diagnose(tree, job_id=job.job_id, source_name=storage.job_source(job.job_id),
-                         options=options.diagnose, entries=job.entries)
-    document = diagnosis.document
     acting_at = options.acting_at()
+    diagnosis = diagnose_job(tree, job_id=job.job_id, source_name=storage.job_source(job.job_id),
+                             options=options.diagnose, entries=job.entries, workers=options.session_workers)
+    diagnosis = write_sessions(storage, diagnosis, generated_at=acting_at.isoformat())
+    document = diagnosis.document
     document["generated_at"] = acting_at.isoformat()
-    history = history_rows([document], job_names=options.job_names, audit_time=acting_at)
+    history = history_rows(diagnosis.session_documents, job_names=options.job_names, audit_time=acting_at)
     if isinstance(document.get("fleet"), dict):
         document["fleet"]["regression"] = regression_summary(job.job_id, history, earlier,
                                                              thresholds=options.regression)
     report = report_html_key(job.job_id)
-    storage.write_report(model_json_key(job.job_id), diagnosis.model_json(), content_type="application/json")
+    storage.write_report(model_json_key(job.job_id), dumps_document(document), content_type=JSON)
     storage.write_report(report, render_job(document).encode("utf-8"), content_type=HTML)
     row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)
     return JobOutcome(row, _finding(document, options.report_link(storage, report)), history)

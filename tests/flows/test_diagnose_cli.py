@@ -124,3 +124,60 @@ def test_diagnose_does_not_import_prefect(job: Path, tmp_path: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 ranks: attempt 1 ran out of memory on rank 3 and was interrupted, the restart completed cleanly."""
+    root = tmp_path_factory.mktemp("restarted") / "train-7b"
+    b.write_restarted_job(root)
+    return root
+
+
+def test_all_sessions_flags_the_earlier_attempt_and_writes_every_session(
+        restarted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "one"), "--fail-on", "critical"]) == 0
+    assert "train-7b: CLEAN (exit 0)" in capsys.readouterr().out  # one session: stormlog's default, the restart
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "all"), "--all-sessions",
+                 "--fail-on", "critical"]) == 3
+    lines = capsys.readouterr().out.splitlines()
+    job = orjson.loads((tmp_path / "all" / "model.json").read_bytes())
+    first, second = job["attempts"]
+    assert lines[0].startswith("train-7b: CRITICAL (exit 3) - critical: from attempt 1 of 2, interrupted, OOM on "
+                               "rank 3")
+    assert lines[1] == f"  attempt 1 of 2, interrupted, OOM on rank 3 - session {first['session_id']} [verdict]"
+    assert lines[2] == f"  attempt 2 of 2, completed, no anomaly - session {second['session_id']} [shown]"
+    for attempt in (first, second):
+        folder = tmp_path / "all" / "sessions" / attempt["session_id"]
+        session = orjson.loads((folder / "model.json").read_bytes())
+        assert session["selected_session_id"] == attempt["session_id"]
+        assert session["verdict"]["status"] == attempt["verdict"] and (folder / "report.html").is_file()
+    assert job["options"]["all_sessions"] is True and job["options"]["max_sessions"] == 64
+    assert job["selected_session_id"] == second["session_id"] and job["worst_session"] == first["session_id"]
+
+
+def test_all_sessions_records_a_session_it_could_not_write(restarted: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "probe"), "--all-sessions"]) == 0
+    first = orjson.loads((tmp_path / "probe" / "model.json").read_bytes())["attempts"][0]["session_id"]
+    (out / "sessions").mkdir(parents=True)
+    (out / "sessions" / first).write_text("in the way")
+    assert main(["diagnose", str(restarted), "--out", str(out), "--all-sessions", "--fail-on", "critical"]) == 3
+    failed, written = orjson.loads((out / "model.json").read_bytes())["attempts"]
+    assert failed["report"] is None and "its outputs were not written" in failed["error"]
+    assert written["error"] is None and (out / "sessions" / written["session_id"] / "report.html").is_file()
+
+
+@pytest.mark.parametrize("extra", [["--max-sessions", "2"], ["--all-sessions", "--session", "x"],
+                                   ["--all-sessions", "--max-sessions", "0"]])
+def test_session_flags_that_do_not_go_together_are_usage_errors(restarted: Path, tmp_path: Path,
+                                                                 extra: list[str]) -> None:
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path), *extra]) == 2
+
+
+def test_max_sessions_keeps_the_default_session(restarted: Path, tmp_path: Path) -> None:
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path), "--all-sessions", "--max-sessions", "1",
+                 "--fail-on", "critical"]) == 0  # only the clean restart is diagnosed
+    job = orjson.loads((tmp_path / "model.json").read_bytes())
+    assert [a["verdict"] for a in job["attempts"]] == [None, "clean"] and job["session_count"] == 2
+    assert any("1 of 2 sessions not diagnosed (over --max-sessions 1)" in w for w in job["warnings"])

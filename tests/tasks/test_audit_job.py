@@ -1,0 +1,92 @@
+"""One job of an audit diagnosed session by session, on a local folder and an S3 prefix (moto over
+HTTP): every session's model.json and report.html beside the job's, the fleet row and history rows
+per session, and a session whose outputs cannot be written recorded while the others are."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+
+from stormwatch.diagnose import DiagnoseOptions
+from stormwatch.load.loader import load_sessions
+from stormwatch.outputs.fleet import RANK_COLUMNS, FleetRow, JobStatus, rank_table
+from stormwatch.outputs.session_paths import session_folder
+from stormwatch.tasks.audit_job import AuditOptions, audit_one
+from stormwatch.tasks.plan import PreviousFleet
+from tests import builders as b
+from tests.tasks.storage.backends import Backend, local_backend
+
+OPTIONS = AuditOptions(DiagnoseOptions(all_sessions=True))
+
+
+def upload_restarted(tmp_path: Path, backend: Backend, job_id: str = "train-7b") -> list[str]:
+    """The restarted job (OOM in attempt 1) uploaded; its session groups' folders, in time order."""
+    b.write_restarted_job(tmp_path / job_id)
+    backend.upload(tmp_path / job_id, f"jobs/{job_id}")
+    groups = sorted(load_sessions([tmp_path / job_id]).groups(), key=lambda part: part.summary.started_at_ns)
+    return [session_folder(part.summary.session_id) for part in groups]
+
+
+def test_each_session_gets_its_outputs_and_the_job_its_worst_verdict(backend: Backend, tmp_path: Path) -> None:
+    first, second = upload_restarted(tmp_path, backend)
+    outcome = audit_one(backend.storage, "train-7b", options=OPTIONS)
+
+    keys = backend.stored_keys()
+    for folder in (first, second):
+        assert {f"reports/train-7b/{folder}/model.json", f"reports/train-7b/{folder}/report.html"} <= keys
+    job = orjson.loads(backend.get("reports/train-7b/model.json") or b"")
+    session = orjson.loads(backend.get(f"reports/train-7b/{first}/model.json") or b"")
+    assert job["verdict"]["status"] == "critical" and session["verdict"]["status"] == "critical"
+    assert session["selected_session_id"] == job["worst_session"] == job["attempts"][0]["session_id"]
+    assert session["options"]["session_id"] == job["worst_session"] and "all_sessions" not in session["options"]
+    assert [a["description"] for a in job["attempts"]] == ["attempt 1 of 2, interrupted, OOM on rank 3",
+                                                           "attempt 2 of 2, completed, no anomaly"]
+    assert job["attempts"][0]["report"] == f"{first}/report.html"
+    page = (backend.get("reports/train-7b/report.html") or b"").decode()
+    assert f'href="{first}/report.html"' in page and 'id="earlier-oom"' in page
+    session_page = (backend.get(f"reports/train-7b/{first}/report.html") or b"").decode()
+    assert 'href="../../report.html"' in session_page and 'href="../../../index.html"' in session_page
+
+    row = outcome.row
+    assert (str(row.verdict), row.session_count, row.worst_session) == ("critical", 2, job["worst_session"])
+    assert row.most_severe is not None and (row.most_severe["signal"], row.most_severe["rank"]) == ("alert:error", 3)
+    table = rank_table([row])
+    assert len(table) == 8 and table.groupby("session_id").size().tolist() == [4, 4]
+    assert set(table.loc[table["session_verdict"] == "critical", "session_id"]) == {job["worst_session"]}
+    assert outcome.history is not None and outcome.history.num_rows == 8
+    assert set(outcome.history.column("verdict").to_pylist()) == {"critical"}
+
+    skipped = audit_one(backend.storage, "train-7b", options=OPTIONS)  # unchanged: read back, not diagnosed
+    assert skipped.history is None and str(skipped.row.status) == "skipped"
+    assert (skipped.row.session_count, skipped.row.worst_session) == (2, job["worst_session"])
+    assert len(rank_table([skipped.row])) == 8  # every session's ranks, from the job's model.json
+
+
+def test_a_session_whose_outputs_cannot_be_written_is_recorded_and_the_others_are(tmp_path: Path) -> None:
+    backend = local_backend(tmp_path / "fleet")
+    first, second = upload_restarted(tmp_path, backend)
+    backend.put(f"reports/train-7b/{first}", b"a file where the session's folder should be")
+    outcome = audit_one(backend.storage, "train-7b", options=OPTIONS)
+
+    job = orjson.loads(backend.get("reports/train-7b/model.json") or b"")
+    failed, written = job["attempts"]
+    assert failed["report"] is None and failed["error"].startswith("its outputs were not written: ")
+    assert failed["verdict"] == "critical" and job["verdict"]["status"] == "critical"
+    assert written["report"] == f"{second}/report.html" and written["error"] is None
+    assert backend.get(f"reports/train-7b/{second}/model.json") is not None
+    assert any("diagnosed, not written" in warning for warning in job["warnings"])
+    assert str(outcome.row.status) == "diagnosed" and len(rank_table([outcome.row])) == 8
+
+
+def test_a_fleet_parquet_written_before_sessions_still_reads() -> None:
+    row = FleetRow(job_id="old-job", status=JobStatus.DIAGNOSED, rank_rows=({"rank": 0, "availability": "present"},
+                                                                             {"rank": 1, "availability": "present"}))
+    old = rank_table([row]).drop(columns=["session_id", "session_verdict"])
+    buffer = io.BytesIO()
+    old.to_parquet(buffer, index=False)
+    previous = PreviousFleet.from_bytes(None, buffer.getvalue())
+    assert previous.ranks is not None and tuple(previous.ranks.columns) == RANK_COLUMNS
+    assert previous.ranks["job_id"].tolist() == ["old-job"] * 2 and previous.ranks["session_id"].isna().all()
+    assert PreviousFleet.from_bytes(None, rank_table([]).drop(columns=["rank"]).to_parquet()).ranks is None
