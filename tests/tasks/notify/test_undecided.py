@@ -33,6 +33,12 @@ CASES = [
     ("a channel added since", ledger_of(slack=ChannelStatus.SENT), (ChannelName.SLACK, ChannelName.EMAIL),
      Severity.CRITICAL, True),
     ("no channel, decided", ledger_of(slack=ChannelStatus.NOT_CONFIGURED), (), Severity.CRITICAL, False),
+    ("still firing, not sent again", ledger_of(slack=ChannelStatus.STILL_FIRING), (ChannelName.SLACK,),
+     Severity.CRITICAL, False),
+    ("silenced", ledger_of(slack=ChannelStatus.SILENCED), (ChannelName.SLACK,), Severity.CRITICAL, False),
+    ("inhibited", ledger_of(slack=ChannelStatus.INHIBITED), (ChannelName.SLACK,), Severity.CRITICAL, False),
+    ("claimed by an audit that may have died", ledger_of(slack=ChannelStatus.IN_FLIGHT), (ChannelName.SLACK,),
+     Severity.CRITICAL, True),
 ]
 
 
