@@ -3,7 +3,10 @@
 :class:`JobFinding` holds raw telemetry strings; every renderer escapes them for its
 channel after :func:`one_line` has removed control characters and bounded the length.
 Times are integer ns since the Unix epoch; ``since_start_ns`` is measured from the
-earliest session start in the document (else its earliest sample or marker).
+earliest session start in the document (else its earliest sample or marker). Besides the
+indicators it keeps the job's first OOM marker (``oom``, kind ``oom``) and where each rank ran
+(``placements``: rank, host, device id), which alert inhibition needs. :func:`finding_to_json`
+and :func:`finding_from_json` carry a finding through the alert state.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.severity import Severity
 
 KIND_LABELS = {"earliest": "Earliest", "most_severe": "Most severe", "regression": "Regression",
-               "suspect_host": "Suspect host"}
+               "suspect_host": "Suspect host", "oom": "OOM", "missing_ranks": "Missing ranks"}
 #: Findings about the fleet rather than one job's first cause (see :mod:`.fleet_findings`): sent once
 #: each on every configured channel, whatever ``notify_on``.
 FLEET_KINDS = frozenset({"regression", "suspect_host"})
@@ -94,6 +97,13 @@ class JobFinding:
     expected_ranks: int
     started_at_ns: int | None
     report_url: str | None = None
+    oom: IndicatorFact | None = None
+    placements: tuple[tuple[int, str, int | None], ...] = ()  # (rank, host, device id), known hosts only
+    host: str | None = None  # a suspect-host finding's host (its device is the indicator's rank)
+
+    def rank_at(self, rank: int) -> tuple[str, int | None] | None:
+        """(host, device id) where ``rank`` ran, if known."""
+        return next(((host, device) for where, host, device in self.placements if where == rank), None)
 
     @property
     def missing_text(self) -> str | None:
@@ -122,6 +132,8 @@ class JobFinding:
                 expected_ranks=len(model.get("expected_ranks", ())),
                 started_at_ns=started,
                 report_url=report_url,
+                oom=_first_oom(model, started) or _attempt_oom(document, started),
+                placements=_placements(document),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a stormwatch model.json document: {type(exc).__name__}: {exc}") from None
@@ -154,3 +166,84 @@ def _job_start_ns(document: Mapping[str, Any]) -> int | None:
     for markers in model.get("markers_by_rank", {}).values():
         stamps.extend(int(marker["start_ns"]) for marker in markers if marker.get("start_ns") is not None)
     return min(stamps) if stamps else None
+
+
+def _attempt_oom(document: Mapping[str, Any], started_ns: int | None) -> IndicatorFact | None:
+    """The OOM of the first attempt (model.json ``attempts``, time order) that ran out of memory, when the
+    document's own session shows none: a job restarted after an OOM still had one."""
+    for attempt in document.get("attempts") or ():
+        ranks = attempt.get("oom_ranks") if isinstance(attempt, Mapping) else None
+        if ranks:
+            stamp = int(attempt.get("ended_at_ns") or attempt["started_at_ns"])
+            details = f"OOM in {attempt.get('description') or 'an earlier attempt'}"
+            return IndicatorFact(kind="oom", rank=int(ranks[0]), severity=Severity.CRITICAL, signal="oom",
+                                 timestamp_ns=stamp, phase_path=None, details=details,
+                                 since_start_ns=None if started_ns is None else stamp - started_ns)
+    return None
+
+
+def _first_oom(model: Mapping[str, Any], started_ns: int | None) -> IndicatorFact | None:
+    """The earliest OOM marker of any rank (ties: lowest rank), as a critical fact of kind ``oom``."""
+    found: tuple[int, int, str] | None = None
+    for markers in model.get("markers_by_rank", {}).values():
+        for marker in markers:
+            if marker.get("kind") != "oom" or marker.get("start_ns") is None:
+                continue
+            candidate = (int(marker["start_ns"]), int(marker["rank"]), str(marker.get("label") or "OOM detected"))
+            found = candidate if found is None or candidate[:2] < found[:2] else found
+    if found is None:
+        return None
+    stamp, rank, label = found
+    return IndicatorFact(kind="oom", rank=rank, severity=Severity.CRITICAL, signal="oom", timestamp_ns=stamp,
+                         phase_path=None, details=label,
+                         since_start_ns=None if started_ns is None else stamp - started_ns)
+
+
+def _placements(document: Mapping[str, Any]) -> tuple[tuple[int, str, int | None], ...]:
+    """(rank, host, device id) of each rank model.json's ``fleet.ranks`` places on a known host."""
+    fleet = document.get("fleet")
+    ranks = fleet.get("ranks", ()) if isinstance(fleet, Mapping) else ()
+    out = []
+    for item in ranks:
+        if isinstance(item, Mapping) and isinstance(item.get("host"), str) and item.get("rank") is not None:
+            device = item.get("device_id")
+            out.append((int(item["rank"]), str(item["host"]), None if device is None else int(device)))
+    return tuple(out)
+
+
+def fact_to_json(fact: IndicatorFact) -> dict[str, Any]:
+    return {"kind": fact.kind, "rank": fact.rank, "severity": fact.severity.value, "signal": fact.signal,
+            "timestamp_ns": fact.timestamp_ns, "phase_path": fact.phase_path, "details": fact.details,
+            "since_start_ns": fact.since_start_ns}
+
+
+def fact_from_json(item: Mapping[str, Any]) -> IndicatorFact:
+    since, phase = item.get("since_start_ns"), item.get("phase_path")
+    return IndicatorFact(kind=str(item["kind"]), rank=int(item["rank"]), severity=Severity(item["severity"]),
+                         signal=str(item["signal"]), timestamp_ns=int(item["timestamp_ns"]),
+                         phase_path=None if phase is None else str(phase), details=str(item.get("details") or ""),
+                         since_start_ns=None if since is None else int(since))
+
+
+def finding_to_json(job: JobFinding) -> dict[str, Any]:
+    """``job`` as plain JSON data (:func:`finding_from_json` reads it back equal)."""
+    return {"job_id": job.job_id, "verdict": job.verdict, "summary": job.summary,
+            "indicators": [fact_to_json(item) for item in job.indicators], "missing_ranks": list(job.missing_ranks),
+            "expected_ranks": job.expected_ranks, "started_at_ns": job.started_at_ns, "report_url": job.report_url,
+            "oom": None if job.oom is None else fact_to_json(job.oom),
+            "placements": [list(item) for item in job.placements], "host": job.host}
+
+
+def finding_from_json(item: Mapping[str, Any]) -> JobFinding:
+    """Raises KeyError/TypeError/ValueError on a malformed member."""
+    started, url, oom, host = item.get("started_at_ns"), item.get("report_url"), item.get("oom"), item.get("host")
+    return JobFinding(
+        job_id=str(item["job_id"]), verdict=str(item["verdict"]), summary=str(item.get("summary", "")),
+        indicators=tuple(fact_from_json(fact) for fact in item.get("indicators", ())),
+        missing_ranks=tuple(int(rank) for rank in item.get("missing_ranks", ())),
+        expected_ranks=int(item.get("expected_ranks", 0)), started_at_ns=None if started is None else int(started),
+        report_url=None if url is None else str(url), oom=None if oom is None else fact_from_json(oom),
+        placements=tuple((int(rank), str(where), None if device is None else int(device))
+                         for rank, where, device in item.get("placements", ())),
+        host=None if host is None else str(host),
+    )

@@ -45,7 +45,8 @@ def suspect_finding(item: Mapping[str, Any], *, index_url: str | None) -> JobFin
     fact = IndicatorFact(kind="suspect_host", rank=device, severity=Severity.WARNING, signal="suspect_host",
                          timestamp_ns=0, phase_path=None, details=details, since_start_ns=None)
     return JobFinding(job_id=f"host {host} device {device}", verdict="suspect host", summary=details,
-                      indicators=(fact,), missing_ranks=(), expected_ranks=0, started_at_ns=None, report_url=index_url)
+                      indicators=(fact,), missing_ranks=(), expected_ranks=0, started_at_ns=None, report_url=index_url,
+                      host=host)
 
 
 def fleet_findings(
