@@ -21,6 +21,7 @@ from urllib.parse import quote
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.outputs.fleet import JobStatus
 from stormwatch.outputs.verdict import VerdictStatus
+from stormwatch.reports.alertview import AlertBoard, alert_board
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_confidence, format_iso, format_utc_ns
 from stormwatch.severity import Severity
@@ -60,6 +61,7 @@ class FleetView:
     storage: str
     counts: tuple[tuple[str, str], ...]  # (label, value)
     rows: tuple[FleetRow, ...]  # every job, in fleet.json's order
+    alerts: AlertBoard | None = None  # per receiver, from fleet.json's ``alerts`` (None: absent)
 
     @property
     def first_page(self) -> tuple[FleetRow, ...]:
@@ -155,4 +157,5 @@ def fleet_view(fleet: Mapping[str, Any]) -> FleetView:
         storage=_text(fleet.get("storage")) or NOT_AVAILABLE,
         counts=counts,
         rows=tuple(_row(index, job) for index, job in enumerate(jobs)),
+        alerts=alert_board(fleet.get("alerts")),
     )
