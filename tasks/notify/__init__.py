@@ -1,2 +1,4 @@
-"""Notifications: what a finding says, Slack and email messages, delivery, the append-only
-ledger that keeps a finding from being sent twice, settings and secrets, and the Prefect step."""
+"""Notifications and alerting: findings as alerts (a state per fingerprint, routes, silences, grouping,
+inhibition), Slack and email messages, delivery, the append-only ledger, settings and secrets, and
+the Prefect step. The pure parts (observations, alert_state, decisions, routes, silences, inhibition,
+grouping, messages, overview) take records and return decisions; IO lives in step, config_store and sending."""

@@ -1,40 +1,60 @@
-"""Notifications for an audit: Slack and email when a job's first cause reaches the threshold, once per finding.
+"""Notifications for an audit: alerts per fingerprint, routed, silenced, inhibited, grouped, sent once.
 
-The flow calls :func:`notify_jobs` with the jobs it diagnosed (``JobFinding.from_document``
-of each model.json), the current ``reports/notifications.jsonl`` and the settings,
-then writes ``NotifyResult.ledger`` back. Rules:
+The notify step calls :func:`notify_jobs` with the findings of the jobs diagnosed now (and the
+fleet's regressions and suspect devices), the current ``notifications.jsonl`` and ``alerts.json``,
+the routes and silences; then writes back ``NotifyResult.ledger`` and ``NotifyResult.alerts``.
+Steps, all pure but the sends:
 
-- a finding (job id, indicator kind, rank, signal, timestamp) already ``sent`` on a
-  channel is never sent on it again; a finding below ``notify_on`` is recorded as
-  ``skipped_below_threshold``; with a channel unconfigured it is recorded as
-  ``not_configured`` and sent when the channel is configured later (nothing is lost);
-- one message per job and channel, holding all the job's facts (or one digest per
-  channel listing every job with something due); a message covers the job's due findings;
-- a failed send is retried within the call (exponential back-off, ``max_attempts``),
-  then recorded as ``failed`` and retried by the next call. After a channel fails
-  with a transient error, its remaining messages in this call are recorded failed
-  without being tried, so a dead server costs one back-off sequence, not one per job;
-- nothing raises out of :func:`notify_jobs`; secrets are redacted from every stored error.
+1. observe (:mod:`.observations`): each job name evaluated by its latest run; fleet kinds when
+   the fleet's sections were computed;
+2. advance the alert state (:mod:`.alert_state`): new alerts fire, seen ones are still firing,
+   evaluated ones not seen resolve;
+3. inhibit (:mod:`.inhibition`), route (:mod:`.routes`), silence (:mod:`.silences`) and decide per
+   target (:mod:`.decisions`): send new, repeat after ``repeat_interval``, resolved when asked, or hold;
+4. claim the sends in the alert state (``claim``: the caller's conditional write; refused means
+   another audit changed the state meanwhile: nothing is sent), send (:mod:`.grouping`,
+   :mod:`.sending`), settle each target and append one ledger line per finding whose decision changed.
+
+A failed send is retried by the next call; a rerun with the same findings sends nothing and
+appends nothing. Nothing raises out of :func:`notify_jobs` for a channel's failure.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import partial
 
-import httpx
-
-from stormwatch.tasks.notify.delivery import Delivery, deliver
-from stormwatch.tasks.notify.email import build_message, send_email
-from stormwatch.tasks.notify.findings import FLEET_KINDS, IndicatorFact, JobFinding
+from stormwatch.tasks.notify.alert_state import (
+    AlertBook,
+    AlertRecord,
+    AlertStatus,
+    TargetState,
+    Transition,
+    advance,
+    read_book,
+    seeded,
+)
+from stormwatch.tasks.notify.decisions import (
+    Circumstances,
+    TargetPlan,
+    claimed_state,
+    held_state,
+    plan_alert,
+    sent_state,
+)
+from stormwatch.tasks.notify.delivery import Delivery
+from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding
+from stormwatch.tasks.notify.grouping import outgoing
+from stormwatch.tasks.notify.inhibition import Inhibitions, inhibit
 from stormwatch.tasks.notify.ledger import (
+    DEFAULT_RECEIVER,
     ChannelName,
     ChannelOutcome,
     ChannelStatus,
+    ConfigNote,
     Decision,
     FindingKey,
     LedgerState,
@@ -42,10 +62,13 @@ from stormwatch.tasks.notify.ledger import (
     pending_job_ids,
     read_ledger,
 )
-from stormwatch.tasks.notify.secrets import Redactor, SecretRef, redacting_logs
-from stormwatch.tasks.notify.settings import NotifySettings, SmtpTarget
-from stormwatch.tasks.notify.slack import post_webhook, slack_payload
-from stormwatch.tasks.retry import RetryPolicy
+from stormwatch.tasks.notify.observations import Fingerprint, observe
+from stormwatch.tasks.notify.overview import alert_overview
+from stormwatch.tasks.notify.routes import Receiver, RouteTable
+from stormwatch.tasks.notify.secrets import SecretRef
+from stormwatch.tasks.notify.sending import send_all
+from stormwatch.tasks.notify.settings import NotifySettings
+from stormwatch.tasks.notify.silences import SilenceBook
 
 __all__ = [
     "ChannelName",
@@ -56,21 +79,26 @@ __all__ = [
     "NotifyResult",
     "NotifySettings",
     "SecretRef",
+    "default_receiver",
     "notify_jobs",
     "pending_job_ids",
 ]
 
 log = logging.getLogger("stormwatch.tasks.notify.dispatch")
-Sender = Callable[[Sequence[JobFinding]], None]
+Claim = Callable[[bytes], bool]
+Settled = Mapping[tuple[Fingerprint, str], TargetState]
 
 
 @dataclass(frozen=True)
 class NotifyResult:
-    """What one call decided. ``ledger``: the full new notifications.jsonl (old bytes + ``decisions``).
+    """What one call decided. ``ledger``: the full new notifications.jsonl (old bytes + new lines);
+    ``alerts``: the new alerts.json; ``settled``: the targets this call claimed and their outcome (to
+    merge into a state another audit wrote meanwhile, by ``token``); ``overview``: fleet.json's
+    ``alerts`` member.
 
-    ``sent``/``failed``: messages (one per job, or one digest, per channel) delivered / not delivered
-    in this call; ``skipped``: findings newly recorded without any send (below threshold, or no
-    channel configured). ``problems``: unreadable ledger lines. No field holds a secret.
+    ``sent``/``failed``: messages delivered / not delivered in this call; ``skipped``: findings newly
+    recorded without any send. ``problems``: unreadable ledger lines and alert records, and the
+    configuration errors. ``refused``: why nothing was sent (the claim was refused). No field holds a secret.
     """
 
     ledger: bytes
@@ -79,185 +107,202 @@ class NotifyResult:
     failed: int
     skipped: int
     problems: tuple[str, ...] = ()
+    alerts: bytes = b""
+    token: str = ""
+    settled: Settled = field(default_factory=dict)
+    overview: Mapping[str, object] = field(default_factory=dict)
+    notes: tuple[ConfigNote, ...] = ()
+    refused: str | None = None
 
     @property
     def changed(self) -> bool:
-        return bool(self.decisions)
+        return bool(self.decisions or self.notes)
 
     def summary(self) -> str:
+        if self.refused:
+            return f"notifications: nothing sent ({self.refused})"
         return f"notifications: {self.sent} sent, {self.failed} failed, {self.skipped} findings recorded without a send"
 
 
+def default_receiver(settings: NotifySettings) -> Receiver:
+    """The flags' (or environment's, or blocks') webhook and addresses, as the ``default`` receiver."""
+    return Receiver(DEFAULT_RECEIVER, settings.slack_webhook, settings.smtp_url, settings.email_to,
+                    settings.email_from)
+
+
 @dataclass(frozen=True)
-class _Finding:
-    key: FindingKey
-    job: JobFinding
-    fact: IndicatorFact
+class _Decided:
+    """Step 3's result: the records as decided (silence, inhibition, severity applied) and every plan."""
+
+    records: dict[Fingerprint, AlertRecord]
+    plans: dict[Fingerprint, list[TargetPlan]]
+    inhibitions: Inhibitions
+    transitions: Mapping[Fingerprint, Transition]
 
 
-def _findings(jobs: Sequence[JobFinding]) -> list[_Finding]:
-    """Every indicator of every job, first occurrence of each job id and key only."""
-    seen_jobs: set[str] = set()
-    seen_keys: set[FindingKey] = set()
-    out = []
-    for job in jobs:
-        if job.job_id in seen_jobs:
-            continue
-        seen_jobs.add(job.job_id)
-        for fact in job.indicators:
-            key = FindingKey(job.job_id, fact.kind, fact.rank, fact.signal, fact.timestamp_ns)
-            if key not in seen_keys:
-                seen_keys.add(key)
-                out.append(_Finding(key, job, fact))
-    return out
+def _decide(book: AlertBook, transitions: Mapping[Fingerprint, Transition], routes: RouteTable,
+            silences: SilenceBook, settings: NotifySettings, now: datetime) -> _Decided:
+    inhibitions = inhibit(book.records)
+    records: dict[Fingerprint, AlertRecord] = {}
+    plans: dict[Fingerprint, list[TargetPlan]] = {}
+    for fingerprint in sorted(book.records, key=Fingerprint.sort_key):
+        record = book.records[fingerprint]
+        source = inhibitions.by.get(fingerprint)
+        record = replace(record, severity=inhibitions.severity.get(fingerprint, record.severity),
+                         inhibited_by=None if source is None else source.text)
+        silence = silences.silencing(record.labels, now)
+        if record.status is AlertStatus.FIRING or transitions[fingerprint] is Transition.RESOLVED:
+            record = replace(record, silenced_by=None if silence is None else silence.id)
+        facts = Circumstances(transitions[fingerprint], record.silenced_by, source)
+        records[fingerprint] = record
+        decided = plan_alert(record, routes.receivers_for(record.labels), facts, policy=settings.alerting,
+                             notify_on=settings.notify_on, now=now)
+        if decided:
+            plans[fingerprint] = decided
+    return _Decided(records, plans, inhibitions, transitions)
 
 
-def _plan(
-    findings: list[_Finding], state: LedgerState, settings: NotifySettings
-) -> tuple[dict[tuple[FindingKey, ChannelName], ChannelOutcome | None], dict[ChannelName, list[JobFinding]]]:
-    """Per (finding, channel): a settled outcome, or None when due; and the due jobs per channel."""
-    configured = settings.channels
-    outcomes: dict[tuple[FindingKey, ChannelName], ChannelOutcome | None] = {}
-    due: dict[ChannelName, dict[str, JobFinding]] = {channel: {} for channel in ChannelName}
-    for finding in findings:
-        reaches = finding.fact.severity.level >= settings.notify_on.level or finding.fact.kind in FLEET_KINDS
-        for channel in ChannelName:
-            previous = state.status(finding.key, channel)
-            if previous == ChannelStatus.SENT:
-                outcomes[finding.key, channel] = ChannelOutcome(ChannelStatus.SENT)
-            elif not reaches:
-                outcomes[finding.key, channel] = ChannelOutcome(ChannelStatus.SKIPPED_BELOW_THRESHOLD)
-            elif channel not in configured:
-                outcomes[finding.key, channel] = ChannelOutcome(ChannelStatus.NOT_CONFIGURED)
+def _with_targets(decided: _Decided, state_of: Callable[[AlertRecord, TargetPlan], TargetState]) -> AlertBook:
+    records = dict(decided.records)
+    for fingerprint, plans in decided.plans.items():
+        record = records[fingerprint]
+        targets = {plan.target: state_of(record, plan) for plan in plans}
+        records[fingerprint] = replace(record, targets=targets)
+    return AlertBook(records)
+
+
+def _ledger_key(record: AlertRecord) -> FindingKey:
+    """A firing alert's line is its latest finding's; a resolution's carries the resolution time."""
+    if record.status is AlertStatus.FIRING or record.resolved_at is None:
+        return record.key
+    stamp_ns = int(datetime.fromisoformat(record.resolved_at).timestamp()) * 1_000_000_000
+    return replace(record.key, timestamp_ns=stamp_ns)
+
+
+def _lines(decided: _Decided, settled: Settled, state: LedgerState, stamp: str
+           ) -> tuple[list[Decision], int]:
+    """The ledger lines whose decision changed (or that sent), and how many of them sent nothing."""
+    lines, skipped = [], 0
+    for fingerprint, plans in decided.plans.items():
+        record = decided.records[fingerprint]
+        key = _ledger_key(record)
+        previous = state.latest.get(key)
+        channels: dict[str, ChannelOutcome] = {}
+        attempted = False
+        for plan in plans:
+            outcome = settled.get((fingerprint, plan.target))
+            if outcome is not None and plan.action.sends:
+                attempted = True
+                channels[plan.target] = ChannelOutcome(outcome.status, outcome.attempts, outcome.error)
+            elif plan.status is ChannelStatus.STILL_FIRING and previous is not None \
+                    and previous.status(plan.target) is ChannelStatus.SENT:
+                channels[plan.target] = ChannelOutcome(ChannelStatus.SENT)  # this finding was the one sent
             else:
-                outcomes[finding.key, channel] = None
-                due[channel].setdefault(finding.job.job_id, finding.job)
-    return outcomes, {channel: list(jobs.values()) for channel, jobs in due.items()}
+                channels[plan.target] = ChannelOutcome(plan.status)
+        same = previous is not None and {name: item.status for name, item in previous.channels.items()} == {
+            name: item.status for name, item in channels.items()}
+        if attempted or not same:
+            transition = decided.transitions[fingerprint]
+            state_name = "resolved" if record.status is AlertStatus.RESOLVED else (
+                "firing" if transition is Transition.NEW else "still_firing")
+            lines.append(Decision(key, record.severity, stamp, channels, alert=fingerprint.text, state=state_name,
+                                  silenced_by=record.silenced_by, inhibited_by=record.inhibited_by))
+            skipped += 0 if attempted else 1
+    return lines, skipped
 
 
-def _resolve(ref: SecretRef | None, redact: Redactor) -> str:
-    """The secret's value (added to ``redact``); raises ValueError naming the ref, never the value."""
-    try:
-        value = None if ref is None else ref.resolve()
-    except Exception as exc:  # Prefect block errors of any kind
-        raise ValueError(f"could not load secret {ref!r}: {type(exc).__name__}: {redact(str(exc))}") from None
-    if not value:
-        raise ValueError(f"secret {ref!r} is empty or not found")
-    redact.add(value)
-    return value
-
-
-def _sender(channel: ChannelName, settings: NotifySettings, redact: Redactor, stack: ExitStack) -> Sender:
-    """A function sending one message on ``channel``; raises ValueError if its secret is unusable.
-    Connections it opens are closed with ``stack``."""
-    if channel == ChannelName.SLACK:
-        url = _resolve(settings.slack_webhook, redact)
-        client = stack.enter_context(httpx.Client(timeout=settings.timeout_s))
-        return lambda jobs: post_webhook(client, url, slack_payload(jobs, notify_on=settings.notify_on))
-    raw = _resolve(settings.smtp_url, redact)
-    try:
-        target = SmtpTarget.parse(raw)
-    except ValueError as exc:
-        raise ValueError(redact(str(exc))) from None
-    redact.add(target.username)
-
-    def send(jobs: Sequence[JobFinding]) -> None:
-        message = build_message(
-            jobs, notify_on=settings.notify_on, sender=settings.sender, recipients=settings.email_to, now=_now()
-        )
-        send_email(target, message, sender=settings.sender, recipients=settings.email_to, timeout_s=settings.timeout_s)
-
-    return send
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _send_channel(
-    channel: ChannelName, jobs: list[JobFinding], settings: NotifySettings, redact: Redactor, stack: ExitStack
-) -> dict[str, Delivery]:
-    """Delivery per due job id on one channel (the jobs of one message share one delivery)."""
-    batches = [jobs] if settings.digest else [[job] for job in jobs]
-    out: dict[str, Delivery] = {}
-    try:
-        send = _sender(channel, settings, redact, stack)
-    except Exception as exc:  # an unusable secret fails every message of the channel, untried
-        error = redact(str(exc))
-        log.warning("notify: %s channel unusable: %s", channel.value, error)
-        for batch in batches:
-            unusable = Delivery(False, 0, error)
-            out.update((job.job_id, unusable) for job in batch)
-        return out
-    down: Delivery | None = None
-    for batch in batches:
-        what = (
-            f"{channel.value} digest of {len(batch)} job(s)"
-            if settings.digest
-            else f"{channel.value} job {batch[0].job_id!r}"
-        )
-        if down is not None:
-            delivery = Delivery(False, 0, f"not attempted: channel down earlier in this call ({down.error})", True)
-        else:
-            delivery = deliver(
-                partial(send, batch),
-                what=what,
-                policy=RetryPolicy.exponential(settings.max_attempts, first_delay_s=settings.backoff_s),
-                redact=redact,
-            )
-            if not delivery.ok and delivery.transient:
-                down = delivery
-        out.update((job.job_id, delivery) for job in batch)
+def _notes(state: LedgerState, config: Mapping[str, str | None], stamp: str) -> list[ConfigNote]:
+    """A line when a configuration file's error appears, changes or goes away."""
+    out = []
+    for file, error in config.items():
+        previous = state.config.get(file)
+        if (previous.error if previous else None) != error:
+            out.append(ConfigNote(file, error, stamp))
     return out
 
 
 def notify_jobs(
-    jobs: Sequence[JobFinding], *, ledger: bytes | None, settings: NotifySettings, now: datetime
+    jobs: Sequence[JobFinding],
+    *,
+    ledger: bytes | None,
+    settings: NotifySettings,
+    now: datetime,
+    alerts: bytes | None = None,
+    routes: RouteTable | None = None,
+    silences: SilenceBook | None = None,
+    fleet_evaluated: bool = False,
+    config: Mapping[str, str | None] | None = None,
+    claim: Claim | None = None,
 ) -> NotifyResult:
-    """Decide, send and record notifications for ``jobs``; never raises for a channel's failure.
+    """Decide, send and record notifications; never raises for a channel's failure.
 
-    ``ledger``: the current notifications.jsonl (None when absent); ``now``: the decision time
-    (naive means UTC). Only jobs passed here are considered: to retry findings of jobs that
-    were not re-diagnosed, pass them too: ``pending_job_ids(ledger, channels=settings.channels,
-    notify_on=settings.notify_on)`` lists them.
+    ``jobs``: findings of jobs diagnosed now, and fleet findings (counted when ``fleet_evaluated``);
+    ``ledger`` / ``alerts``: the current notifications.jsonl / alerts.json (None: absent; without an
+    alert state, alerts the ledger shows sent count as told); ``now``: the decision time (naive means
+    UTC); ``routes``: None sends everything to the default receiver; ``config``: configuration files
+    read (name -> error text, None when fine), recorded in the ledger when their state changes;
+    ``claim``: called with the alert state holding this call's claims before anything is sent.
     """
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    stamp = now.isoformat()
     state = read_ledger(ledger)
-    for problem in state.problems:
+    book = read_book(alerts)
+    names = settings.alerting.job_names()
+    observed = observe(jobs, names=names, known_runs=book.runs, fleet_evaluated=fleet_evaluated)
+    advanced, transitions = advance(book, observed, now=now)
+    if alerts is None:
+        advanced = seeded(advanced, transitions, state.latest, names)
+    table = routes or RouteTable.only(default_receiver(settings))
+    decided = _decide(advanced, transitions, table, silences or SilenceBook(), settings, now)
+    token = uuid.uuid4().hex
+    problems = (*state.problems, *book.problems, *(error for error in (config or {}).values() if error))
+    for problem in problems:
         log.warning("notify: %s", problem)
-    decided_at = (now if now.tzinfo else now.replace(tzinfo=UTC)).isoformat()
-    findings = _findings(jobs)
-    planned, due = _plan(findings, state, settings)
-    deliveries: dict[ChannelName, dict[str, Delivery]] = {}
-    redact = Redactor()
-    with redacting_logs(redact), ExitStack() as stack:
-        for channel, due_jobs in due.items():
-            if due_jobs:
-                deliveries[channel] = _send_channel(channel, due_jobs, settings, redact, stack)
-    messages = [item for per_job in deliveries.values() for item in {id(d): d for d in per_job.values()}.values()]
-    decisions: list[Decision] = []
-    skipped = 0
-    for finding in findings:
-        channels: dict[ChannelName, ChannelOutcome] = {}
-        for channel in ChannelName:
-            settled = planned[finding.key, channel]
-            if settled is None:
-                delivery = deliveries[channel][finding.job.job_id]
-                status = ChannelStatus.SENT if delivery.ok else ChannelStatus.FAILED
-                settled = ChannelOutcome(status, delivery.attempts, delivery.error)
-            channels[channel] = settled
-        was_due = any(planned[finding.key, channel] is None for channel in ChannelName)
-        previous = state.latest.get(finding.key)
-        changed = previous is None or any(previous.status(ch) != outcome.status for ch, outcome in channels.items())
-        if was_due or changed:
-            decisions.append(Decision(finding.key, finding.fact.severity, decided_at, channels))
-            skipped += 0 if was_due else 1
+    sending = any(plan.action.sends for plans in decided.plans.values() for plan in plans)
+
+    def final(settled: Settled) -> AlertBook:
+        def state_of(record: AlertRecord, plan: TargetPlan) -> TargetState:
+            previous = record.targets.get(plan.target)
+            done = settled.get((record.fingerprint, plan.target))
+            return done if done is not None else held_state(previous, plan)
+
+        return AlertBook(_with_targets(decided, state_of).records, advanced.runs)
+
+    if sending and claim is not None:
+        claimed = _with_targets(decided, lambda record, plan: claimed_state(
+            record.targets.get(plan.target), plan, token=token, now=stamp) if plan.action.sends
+            else held_state(record.targets.get(plan.target), plan))
+        if not claim(AlertBook(claimed.records, advanced.runs).to_bytes()):
+            reason = "the alert state changed meanwhile (another audit is notifying)"
+            log.warning("notify: nothing sent: %s", reason)
+            return NotifyResult(ledger or b"", (), 0, 0, 0, problems, b"", token, {}, {}, (), reason)
+    messages = outgoing([plan for plans in decided.plans.values() for plan in plans], decided.records,
+                        decided.inhibitions, group_above=settings.alerting.group_above, digest=settings.digest,
+                        notify_on=settings.notify_on)
+    deliveries: list[Delivery] = send_all(messages, settings) if messages else []
+    settled: dict[tuple[Fingerprint, str], TargetState] = {}
+    plan_of = {(plan.fingerprint, plan.target): plan for plans in decided.plans.values() for plan in plans}
+    for item, delivery in zip(messages, deliveries, strict=True):
+        for fingerprint in item.alerts:
+            plan = plan_of[fingerprint, item.target]
+            previous = decided.records[fingerprint].targets.get(item.target)
+            settled[fingerprint, item.target] = sent_state(previous, plan, ok=delivery.ok, attempts=delivery.attempts,
+                                                           error=delivery.error, now=stamp)
+    new_book = final(settled)
+    decisions, skipped = _lines(decided, settled, state, stamp)
+    notes = _notes(state, config or {}, stamp)
     result = NotifyResult(
-        ledger=append_lines(ledger, decisions),
+        ledger=append_lines(ledger, [*notes, *decisions]),
         decisions=tuple(decisions),
-        sent=sum(1 for item in messages if item.ok),
-        failed=sum(1 for item in messages if not item.ok),
+        sent=sum(1 for item in deliveries if item.ok),
+        failed=sum(1 for item in deliveries if not item.ok),
         skipped=skipped,
-        problems=state.problems,
+        problems=problems,
+        alerts=new_book.to_bytes(),
+        token=token,
+        settled=settled,
+        overview=alert_overview(new_book, table, now=now, problems=[e for e in (config or {}).values() if e]),
+        notes=tuple(notes),
     )
     log.info("notify: %s", result.summary())
     return result

@@ -21,88 +21,124 @@ from html import escape
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError
 from stormwatch.tasks.notify.findings import JobFinding, one_line
+from stormwatch.tasks.notify.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
 from stormwatch.tasks.notify.settings import SmtpTarget
 
 MAX_SUBJECT_CHARS = 200
 
 
-def email_subject(jobs: Sequence[JobFinding], *, notify_on: Severity) -> str:
-    if len(jobs) == 1:
-        job = jobs[0]
-        worst = max(job.indicators, key=lambda item: item.severity.level, default=None)
-        cause = "" if worst is None else f": {worst.signal} on {worst.where}"
-        subject = f"[stormwatch] {job.verdict}: job {job.job_id}{cause}"
-    else:
-        subject = f"[stormwatch] {len(jobs)} jobs with {notify_on.value} GPU-memory findings"
-    return one_line(subject, MAX_SUBJECT_CHARS)
-
-
-def email_text(jobs: Sequence[JobFinding], *, notify_on: Severity) -> str:
-    """The text/plain part: one block per job."""
-    out = [f"Stormwatch found {notify_on.value} GPU-memory findings in {len(jobs)} job(s).", ""]
-    for job in jobs:
-        out.append(f"Job: {one_line(job.job_id, 200)}")
-        out.append(f"Verdict: {one_line(job.verdict, 20)} - {one_line(job.summary, 300)}")
-        if job.missing_text:
-            out.append(f"Missing ranks: {job.missing_text} of {job.expected_ranks}")
-        if job.report_url:
-            out.append(f"Report: {one_line(job.report_url, 2000)}")
-        for item in job.indicators:
-            phase = f", phase {one_line(item.phase_path, 200)}" if item.phase_path else ""
-            signal = one_line(item.signal, 120)
-            out.append(f"{item.label}: {item.where}, {signal} ({item.severity.value}){phase}, {item.when}")
-            if item.details:
-                out.append(f"    {one_line(item.details, 500)}")
-        out.append("")
-    return "\n".join(out)
+def _plain(text: object, limit: int = 300) -> str:
+    return one_line(text, limit)
 
 
 def _h(text: object, limit: int = 300) -> str:
     return escape(one_line(text, limit), quote=True)
 
 
-def email_html(jobs: Sequence[JobFinding], *, notify_on: Severity) -> str:
-    """The text/html part: the facts of :func:`email_text`, every telemetry string escaped."""
-    parts = [
-        '<!DOCTYPE html><html><body style="font-family: sans-serif">',
-        f"<p>Stormwatch found {notify_on.value} GPU-memory findings in {len(jobs)} job(s).</p>",
-    ]
-    for job in jobs:
-        rows = [("Verdict", f"{_h(job.verdict, 20)} &ndash; {_h(job.summary)}")]
+def email_subject(message: Message) -> str:
+    entries = message.entries
+    if len(entries) == 1 and entries[0].state is not EntryState.RESOLVED:
+        entry = entries[0]
+        state = "still firing: " if entry.state is EntryState.STILL_FIRING else ""
+        job = entry.job
+        worst = max((*entry.extra, *job.indicators), key=lambda item: item.severity.level, default=None)
+        cause = "" if worst is None else f": {worst.signal} on {worst.where}"
+        subject = f"[stormwatch] {state}{job.verdict}: job {job.job_id}{cause}"
+    elif len(entries) == 1:
+        subject = f"[stormwatch] {headline(entries[0], _plain)}"
+    else:
+        subject = "[stormwatch] " + title(message).removeprefix("Stormwatch: ")
+    return one_line(subject, MAX_SUBJECT_CHARS)
+
+
+def _facts_text(entry: Entry) -> list[str]:
+    job = entry.job
+    if entry.state is EntryState.RESOLVED:
+        out = [f"Resolved: {resolved_text(entry, _plain)}"]
+        return out + ([f"Last report: {one_line(job.report_url, 2000)}"] if job.report_url else [])
+    out = [f"Still firing since {day(entry.since)}"] if entry.state is EntryState.STILL_FIRING else []
+    out.append(f"Job: {one_line(job.job_id, 200)}")
+    out.append(f"Verdict: {one_line(job.verdict, 20)} - {one_line(job.summary, 300)}")
+    if job.missing_text:
+        out.append(f"Missing ranks: {job.missing_text} of {job.expected_ranks}")
+    if job.report_url:
+        out.append(f"Report: {one_line(job.report_url, 2000)}")
+    for item in (*job.indicators, *entry.extra):
+        phase = f", phase {one_line(item.phase_path, 200)}" if item.phase_path else ""
+        signal = one_line(item.signal, 120)
+        out.append(f"{item.label}: {item.where}, {signal} ({item.severity.value}){phase}, {item.when}")
+        if item.details:
+            out.append(f"    {one_line(item.details, 500)}")
+    out.extend(f"Inhibited: {one_line(line, 300)}" for line in entry.inhibited)
+    return out
+
+
+def email_text(message: Message) -> str:
+    """The text/plain part: one block per entry."""
+    out = [f"{title(message)}.", ""]
+    for entry in message.entries:
+        out += [*_facts_text(entry), ""]
+    return "\n".join(out)
+
+
+def _facts_html(entry: Entry) -> str:
+    job = entry.job
+    rows: list[tuple[str, str]] = []
+    if entry.state is EntryState.RESOLVED:
+        rows.append(("Resolved", resolved_text(entry, _h)))
+    else:
+        if entry.state is EntryState.STILL_FIRING:
+            rows.append(("Still firing", f"since {day(entry.since)}"))
+        rows.append(("Verdict", f"{_h(job.verdict, 20)} &ndash; {_h(job.summary)}"))
         if job.missing_text:
             rows.append(("Missing ranks", f"{job.missing_text} of {job.expected_ranks}"))
-        if job.report_url:
-            url = _h(job.report_url, 2000)
-            is_web = job.report_url.lower().startswith(("https://", "http://", "file://"))
-            rows.append(("Report", f'<a href="{url}">open report</a>' if is_web else url))
-        for item in job.indicators:
+    if job.report_url:
+        url = _h(job.report_url, 2000)
+        is_web = job.report_url.lower().startswith(("https://", "http://", "file://"))
+        rows.append(("Report", f'<a href="{url}">open report</a>' if is_web else url))
+    if entry.state is not EntryState.RESOLVED:
+        for item in (*job.indicators, *entry.extra):
             phase = f", phase <code>{_h(item.phase_path, 200)}</code>" if item.phase_path else ""
             fact = f"{item.where}, <code>{_h(item.signal, 120)}</code> ({item.severity.value}){phase}, {item.when}"
             if item.details:
                 fact += f"<br><small>{_h(item.details, 500)}</small>"
             rows.append((item.label, fact))
-        cells = "".join(f'<tr><th align="left">{label}</th><td>{value}</td></tr>' for label, value in rows)
-        parts.append(f"<h3>Job <code>{_h(job.job_id, 200)}</code></h3><table>{cells}</table>")
+        rows.extend(("Inhibited", _h(line)) for line in entry.inhibited)
+    cells = "".join(f'<tr><th align="left">{label}</th><td>{value}</td></tr>' for label, value in rows)
+    return f"<h3>Job <code>{_h(job.job_id, 200)}</code></h3><table>{cells}</table>"
+
+
+def email_html(message: Message) -> str:
+    """The text/html part: the facts of :func:`email_text`, every telemetry string escaped."""
+    parts = ['<!DOCTYPE html><html><body style="font-family: sans-serif">', f"<p>{escape(title(message))}.</p>"]
+    parts += [_facts_html(entry) for entry in message.entries]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def build_alert_message(message: Message, *, sender: str, recipients: Sequence[str], now: datetime) -> EmailMessage:
+    """The email of one message; raises ValueError if a header value is unsafe."""
+    if not message.entries:
+        raise ValueError("an email needs at least one entry")
+    email = EmailMessage(policy=policy.SMTP)
+    email["Subject"] = email_subject(message)
+    email["From"] = sender
+    email["To"] = ", ".join(recipients)
+    email["Date"] = format_datetime(now)
+    email["Message-ID"] = make_msgid(domain="stormwatch.invalid")
+    email["Auto-Submitted"] = "auto-generated"
+    email.set_content(email_text(message))
+    email.add_alternative(email_html(message), subtype="html")
+    return email
 
 
 def build_message(
     jobs: Sequence[JobFinding], *, notify_on: Severity, sender: str, recipients: Sequence[str], now: datetime
 ) -> EmailMessage:
-    """The message for one job or a digest; raises ValueError if a header value is unsafe."""
+    """The email announcing ``jobs`` as new findings (one job or a digest)."""
     if not jobs:
         raise ValueError("an email needs at least one job")
-    message = EmailMessage(policy=policy.SMTP)
-    message["Subject"] = email_subject(jobs, notify_on=notify_on)
-    message["From"] = sender
-    message["To"] = ", ".join(recipients)
-    message["Date"] = format_datetime(now)
-    message["Message-ID"] = make_msgid(domain="stormwatch.invalid")
-    message["Auto-Submitted"] = "auto-generated"
-    message.set_content(email_text(jobs, notify_on=notify_on))
-    message.add_alternative(email_html(jobs, notify_on=notify_on), subtype="html")
-    return message
+    return build_alert_message(new_jobs(jobs, notify_on=notify_on), sender=sender, recipients=recipients, now=now)
 
 
 def send_email(

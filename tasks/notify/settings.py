@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.ledger import ChannelName
+from stormwatch.tasks.notify.policy import AlertPolicy
 from stormwatch.tasks.notify.secrets import SecretRef
 from stormwatch.tasks.notify.targets import (
     NOTIFY_LEVELS,
@@ -146,7 +147,8 @@ def given_flags(flags: Mapping[str, object]) -> dict[str, Any]:
 class NotifySettings:
     """Where and when to notify. ``backoff_s``: first retry delay in seconds, doubled per attempt;
     ``max_attempts``: sends per message and call (first try included, 1..10); ``timeout_s``: per
-    request, in seconds. ``email_to`` accepts a comma-separated string.
+    request, in seconds. ``email_to`` accepts a comma-separated string. ``alerting``: repeat interval,
+    resolved messages, grouping, the routes file (:class:`~.policy.AlertPolicy`).
 
     Email is configured when both ``smtp_url`` and ``email_to`` are; one without the other is an error.
     """
@@ -160,6 +162,7 @@ class NotifySettings:
     max_attempts: Annotated[int, Field(ge=1, le=10)] = 3
     backoff_s: Annotated[float, Field(ge=0)] = 1.0
     timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    alerting: AlertPolicy = AlertPolicy()
 
     @field_validator("notify_on", mode="before")
     @classmethod
@@ -208,7 +211,7 @@ class NotifySettings:
     ) -> NotifySettings:
         """Settings from flags (see :meth:`NotifySources.read`), else ``environ``, else ``blocks``
         (``{"slack_webhook": name, "smtp_url": name}``: Prefect Secret block names, loaded only when
-        sending). ``tuning``: ``max_attempts``/``backoff_s``/``timeout_s``. Raises ValueError (never
+        sending). ``tuning``: ``max_attempts``/``backoff_s``/``timeout_s``/``alerting``. Raises ValueError (never
         quoting a secret) on a malformed value."""
         unknown = set(blocks or {}) - set(SECRET_FLAGS)
         if unknown:

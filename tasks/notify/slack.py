@@ -19,6 +19,7 @@ import orjson
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError
 from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding, one_line
+from stormwatch.tasks.notify.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
 
 MAX_JOB_SECTIONS = 45
 MAX_SECTION_CHARS = 3000
@@ -53,17 +54,20 @@ def _indicator_line(item: IndicatorFact, *, with_details: bool) -> str:
     return line
 
 
-def job_section_text(job: JobFinding) -> str:
-    """The mrkdwn of one job: id and verdict, missing ranks, report link, then its indicators."""
+def job_section_text(job: JobFinding, *, head: Sequence[str] = (), extra: Sequence[IndicatorFact] = (),
+                     tail: Sequence[str] = ()) -> str:
+    """The mrkdwn of one job: ``head`` lines (mrkdwn, escaped already), id and verdict, missing ranks,
+    report link, its indicators and ``extra`` facts, then ``tail`` lines (escaped already)."""
 
     def build(with_details: bool) -> str:
-        lines = [f"*Job:* {slack_escape(job.job_id, 150)} · *verdict:* {slack_escape(job.verdict, 20)}"]
+        lines = [*head, f"*Job:* {slack_escape(job.job_id, 150)} · *verdict:* {slack_escape(job.verdict, 20)}"]
         if job.missing_text:
             lines.append(f"*Missing ranks:* {job.missing_text} of {job.expected_ranks}")
         link = slack_link(job.report_url)
         if link:
             lines.append(f"*Report:* {link}")
-        lines.extend(_indicator_line(item, with_details=with_details) for item in job.indicators)
+        lines.extend(_indicator_line(item, with_details=with_details) for item in (*job.indicators, *extra))
+        lines.extend(tail)
         return "\n".join(lines)
 
     text = build(with_details=True)
@@ -74,32 +78,45 @@ def job_section_text(job: JobFinding) -> str:
     return text
 
 
-def _headline(job: JobFinding) -> str:
-    worst = max(job.indicators, key=lambda item: item.severity.level, default=None)
-    cause = "" if worst is None else f": {slack_escape(worst.signal, 100)} on {worst.where}"
-    return f"job {slack_escape(job.job_id, 150)} is {slack_escape(job.verdict, 20)}{cause}"
+def entry_section_text(entry: Entry) -> str:
+    """The mrkdwn of one entry: a job's section (with its state and what it inhibits), or a resolution."""
+    if entry.state is EntryState.RESOLVED:
+        link = slack_link(entry.job.report_url)
+        return f"*Resolved:* {resolved_text(entry, slack_escape)}" + (f"\n*Last report:* {link}" if link else "")
+    head = [f"*Still firing* since {day(entry.since)}"] if entry.state is EntryState.STILL_FIRING else []
+    tail = [f"*Inhibited:* {slack_escape(line, 300)}" for line in entry.inhibited[:20]]
+    if len(entry.inhibited) > 20:
+        tail.append(f"*Inhibited:* … and {len(entry.inhibited) - 20} more")
+    return job_section_text(entry.job, head=head, extra=entry.extra, tail=tail)
 
 
-def slack_payload(jobs: Sequence[JobFinding], *, notify_on: Severity) -> dict[str, Any]:
-    """The webhook JSON for one job, or for a digest of several (``len(jobs) > 1``)."""
-    if not jobs:
-        raise ValueError("a Slack message needs at least one job")
-    if len(jobs) == 1:
-        header = f"Stormwatch: {notify_on.value} GPU-memory finding"
-        text = f"Stormwatch: {_headline(jobs[0])}"
+def message_payload(message: Message) -> dict[str, Any]:
+    """The webhook JSON for one message (one entry, or a group of them)."""
+    entries = message.entries
+    if not entries:
+        raise ValueError("a Slack message needs at least one entry")
+    header = title(message)
+    if len(entries) == 1:
+        text = f"Stormwatch: {headline(entries[0], slack_escape)}"
     else:
-        header = f"Stormwatch: {len(jobs)} jobs with {notify_on.value} GPU-memory findings"
-        listed = "; ".join(_headline(job) for job in jobs[:MAX_TEXT_JOBS])
-        more = f"; and {len(jobs) - MAX_TEXT_JOBS} more" if len(jobs) > MAX_TEXT_JOBS else ""
+        listed = "; ".join(headline(entry, slack_escape) for entry in entries[:MAX_TEXT_JOBS])
+        more = f"; and {len(entries) - MAX_TEXT_JOBS} more" if len(entries) > MAX_TEXT_JOBS else ""
         text = f"{header}: {listed}{more}"
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": header[:150]}}]
-    for job in jobs[:MAX_JOB_SECTIONS]:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": job_section_text(job)}})
-    if len(jobs) > MAX_JOB_SECTIONS:
-        rest = len(jobs) - MAX_JOB_SECTIONS
+    for entry in entries[:MAX_JOB_SECTIONS]:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": entry_section_text(entry)}})
+    if len(entries) > MAX_JOB_SECTIONS:
+        rest = len(entries) - MAX_JOB_SECTIONS
         note = f"… and {rest} more job(s); see reports/notifications.jsonl"
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
     return {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
+
+
+def slack_payload(jobs: Sequence[JobFinding], *, notify_on: Severity) -> dict[str, Any]:
+    """The webhook JSON announcing ``jobs`` as new findings: one job, or a digest of several."""
+    if not jobs:
+        raise ValueError("a Slack message needs at least one job")
+    return message_payload(new_jobs(jobs, notify_on=notify_on))
 
 
 def post_webhook(client: httpx.Client, url: str, payload: dict[str, Any]) -> None:

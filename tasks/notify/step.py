@@ -1,13 +1,22 @@
-"""The audit's notification step: the ledger read from storage, ``notify_jobs``, the ledger written back.
+"""The audit's notification step: state and configuration read from storage, ``notify_jobs``, all written back.
 
-Sending never fails the audit: :func:`notify_jobs` does not raise, and the flow
-treats a failure of this step (an unreadable storage) as a logged problem.
-The ledger is written only when it changed, as one whole object.
+Reads ``notifications.jsonl`` (the ledger), ``alerts.json`` (the alert state, with its version),
+the routes (``--routes`` file or ``reports/routes.toml``) and ``reports/silences.json``. Before
+sending, the alert state holding this audit's claims replaces the version read (a conditional
+write): if another audit changed it meanwhile (this one lost its lease, say), nothing is sent.
+After sending, the settled state replaces the claimed version; should another audit have written
+in between, this audit's outcomes are merged into its state. The ledger is then written whole
+when it changed, and fleet.json's ``alerts`` member and the index are refreshed.
+
+Sending never fails the audit: :func:`notify_jobs` does not raise, a bad routes or silences file
+is an error recorded in the ledger and shown on the index (the default receiver gets everything,
+no silence applies), and the flow treats a failure of this step (an unreadable storage) as a
+logged problem.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,10 +25,25 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from stormwatch.outputs.fleet import FleetRow
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, notify_jobs
+from stormwatch.reports.render import render_index
+from stormwatch.tasks.audit_job import HTML
+from stormwatch.tasks.notify.alert_state import merged
+from stormwatch.tasks.notify.config_store import load_alert_config
+from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySettings, default_receiver, notify_jobs
 from stormwatch.tasks.notify.ledger import LedgerState, read_ledger, undecided
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import NOTIFICATIONS_KEY, Storage, StorageSettings, model_json_key
+from stormwatch.tasks.storage.protocol import (
+    FLEET_JSON_KEY,
+    INDEX_HTML_KEY,
+    NOTIFICATIONS_KEY,
+    Storage,
+    StorageSettings,
+    model_json_key,
+)
+
+ALERTS_KEY = "alerts.json"
+_JSON = "application/json"
+_COMMIT_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -34,7 +58,9 @@ def unchanged_findings(
     storage: Storage, jobs: Sequence[UnchangedJob], ledger: LedgerState, *, settings: NotifySettings
 ) -> list[JobFinding]:
     """The findings of unchanged jobs that still need a decision (:func:`undecided`), read from
-    their model.json; the others cost no read. A missing or damaged model.json gives none."""
+    their model.json; the others cost no read. A missing or damaged model.json gives none. (Retries
+    come from the alert state; this catches decisions a failed ledger write lost, and ledgers from
+    before the alert state.)"""
     findings: list[JobFinding] = []
     for job in jobs:
         row = job.row
@@ -51,6 +77,39 @@ def unchanged_findings(
     return findings
 
 
+def commit_alerts(storage: Storage, result: NotifyResult, *, version: str | None, read: bytes | None) -> bool:
+    """Write the settled alert state over ``version`` (the one read, or this audit's claim); on a
+    conflict merge this audit's outcomes into the newer state. False when it never landed."""
+    data: bytes | None = result.alerts
+    for _ in range(_COMMIT_ROUNDS):
+        if data is None:
+            return False
+        if version is None:
+            written = storage.create_report_exclusive(ALERTS_KEY, data, content_type=_JSON)
+        elif data == read:
+            return True  # nothing changed (a rerun)
+        else:
+            written = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=_JSON)
+        if written is not None:
+            return True
+        current = storage.read_report_versioned(ALERTS_KEY)
+        read, version = (None, None) if current is None else current
+        data = result.alerts if current is None else merged(read, result.token, result.settled)
+    return False
+
+
+def publish_overview(storage: Storage, overview: Mapping[str, object]) -> bool:
+    """fleet.json with its ``alerts`` member replaced, and the index rendered again; False without a fleet.json."""
+    data = storage.read_report(FLEET_JSON_KEY)
+    if not data:
+        return False
+    document = orjson.loads(data)
+    document["alerts"] = overview
+    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2), content_type=_JSON)
+    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
+    return True
+
+
 def notify_step(
     storage: Storage,
     findings: Sequence[JobFinding],
@@ -58,17 +117,41 @@ def notify_step(
     settings: NotifySettings,
     now: datetime,
     unchanged: Sequence[UnchangedJob] = (),
+    fleet_evaluated: bool = False,
 ) -> dict[str, object]:
-    """Decide and send for ``findings`` and for those of ``unchanged`` jobs that need it; returns
-    counts for the flow's summary."""
+    """Decide and send for ``findings`` (``fleet_evaluated``: they include the fleet's regressions and
+    suspect devices, computed now); returns counts for the flow's summary."""
     ledger = storage.read_report(NOTIFICATIONS_KEY)
-    if unchanged:
+    current = storage.read_report_versioned(ALERTS_KEY)
+    alerts, version = (None, None) if current is None else current
+    if unchanged:  # jobs whose decision the ledger lacks (a failed write, no alert state yet): evaluated again
         findings = [*findings, *unchanged_findings(storage, unchanged, read_ledger(ledger), settings=settings)]
-    result = notify_jobs(findings, ledger=ledger, settings=settings, now=now)
+    config = load_alert_config(storage, routes_file=settings.alerting.routes_file, default=default_receiver(settings))
+    claimed: list[str | None] = [version]
+
+    def claim(data: bytes) -> bool:
+        if version is None:
+            claimed[0] = storage.create_report_exclusive(ALERTS_KEY, data, content_type=_JSON)
+        else:
+            claimed[0] = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=_JSON)
+        return claimed[0] is not None
+
+    result = notify_jobs(findings, ledger=ledger, settings=settings, now=now, alerts=alerts, routes=config.routes,
+                         silences=config.silences, fleet_evaluated=fleet_evaluated, config=config.files, claim=claim)
+    summary: dict[str, object] = {
+        "sent": result.sent, "failed": result.failed, "skipped": result.skipped,
+        "channels": [str(channel) for channel in settings.channels], "problems": list(result.problems),
+        "receivers": [item["name"] for item in result.overview.get("receivers", [])],  # type: ignore[attr-defined]
+    }
+    if result.refused:
+        return {**summary, "refused": result.refused}
+    stored = commit_alerts(storage, result, version=claimed[0], read=None if claimed[0] != version else alerts)
+    if not stored:
+        summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]
     if result.changed:
         storage.write_report(NOTIFICATIONS_KEY, result.ledger, content_type="application/x-ndjson")
-    return {"sent": result.sent, "failed": result.failed, "skipped": result.skipped,
-            "channels": [str(channel) for channel in settings.channels], "problems": list(result.problems)}
+    publish_overview(storage, result.overview)
+    return summary
 
 
 @task(name="notify", cache_policy=NO_CACHE)
@@ -78,5 +161,7 @@ def notify_task(
     settings: NotifySettings,
     now: datetime,
     unchanged: Sequence[UnchangedJob] = (),
+    fleet_evaluated: bool = False,
 ) -> dict[str, object]:
-    return notify_step(storage_for(storage_settings), findings, settings=settings, now=now, unchanged=unchanged)
+    return notify_step(storage_for(storage_settings), findings, settings=settings, now=now, unchanged=unchanged,
+                       fleet_evaluated=fleet_evaluated)

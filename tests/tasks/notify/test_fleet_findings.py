@@ -27,7 +27,7 @@ def findings() -> list[JobFinding]:
 def test_fleet_findings_are_sent_once_each_at_the_default_threshold(webhook: WebhookServer,
                                                                      smtp: SmtpRecorder) -> None:
     channels = settings(webhook, smtp, notify_on=Severity.CRITICAL)
-    first = notify_jobs(findings(), ledger=None, settings=channels, now=NOW)
+    first = notify_jobs(findings(), ledger=None, settings=channels, now=NOW, fleet_evaluated=True)
     assert (first.sent, first.failed) == (4, 0)  # two findings, two channels
     texts = [slack_text(post) for post in webhook.posts]
     assert any("Regression:* all ranks · regression:peak_reserved_bytes" in text and "50% above the median 2.00 GiB"
@@ -37,6 +37,15 @@ def test_fleet_findings_are_sent_once_each_at_the_default_threshold(webhook: Web
                for message in smtp.messages)
     assert all("<13>" not in message.part("html") for message in smtp.messages)  # escaped in HTML
 
-    again = notify_jobs(findings(), ledger=first.ledger, settings=channels, now=NOW + timedelta(days=1))
+    again = notify_jobs(findings(), ledger=first.ledger, alerts=first.alerts, settings=channels,
+                        now=NOW + timedelta(days=1), fleet_evaluated=True)
     assert (again.sent, again.changed) == (0, False)  # the next night: still suspect, not sent again
     assert len(webhook.posts) == 2
+    gone = notify_jobs([], ledger=again.ledger, alerts=again.alerts, settings=channels, now=NOW + timedelta(days=2),
+                       fleet_evaluated=True)
+    assert gone.sent == 0 and {decision.state for decision in gone.decisions} == {"resolved"}  # not asked to say so
+
+
+def test_fleet_findings_count_only_when_the_fleet_was_evaluated(webhook: WebhookServer) -> None:
+    result = notify_jobs(findings(), ledger=None, settings=settings(webhook), now=NOW)  # post-job: no fleet sections
+    assert result.sent == 0 and not result.decisions and not webhook.requests

@@ -1,7 +1,11 @@
-"""notify_jobs end to end against real local servers: a webhook receiver and aiosmtpd, on 127.0.0.1."""
+"""notify_jobs end to end against real local servers: a webhook receiver and aiosmtpd, on 127.0.0.1.
+
+Each test threads the ledger and the alert state from one call to the next (:class:`Notifier`), as the
+notify step does through storage."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,6 +13,7 @@ import orjson
 import pytest
 
 from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySettings, SecretRef, notify_jobs
+from stormwatch.tasks.notify.policy import AlertPolicy
 from tests.tasks.notify.servers import (
     JOB_BUILDERS,
     SmtpRecorder,
@@ -41,6 +46,21 @@ def settings(webhook: WebhookServer | None = None, smtp: SmtpRecorder | None = N
     )
 
 
+@dataclass
+class Notifier:
+    """Calls notify_jobs with the ledger and alert state the previous call left."""
+
+    settings: NotifySettings
+    ledger: bytes | None = None
+    alerts: bytes | None = None
+
+    def __call__(self, found: list[JobFinding], *, now: datetime = NOW, **extra: Any) -> NotifyResult:
+        result = notify_jobs(found, ledger=self.ledger, alerts=self.alerts, settings=extra.pop("settings",
+                             self.settings), now=now, **extra)
+        self.ledger, self.alerts = result.ledger, result.alerts
+        return result
+
+
 def lines(ledger: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in ledger.splitlines()]
 
@@ -58,7 +78,8 @@ def slack_text(post: dict[str, Any]) -> str:
 
 
 ALL = ("collective", "alerts", "clean", "missing", "warning_only")
-COLLECTIVE, ALERTS, WARNING = (JOB_BUILDERS[name][0] for name in ("collective", "alerts", "warning_only"))
+COLLECTIVE, ALERTS, WARNING, MISSING = (JOB_BUILDERS[name][0]
+                                        for name in ("collective", "alerts", "warning_only", "missing"))
 
 
 def test_critical_jobs_are_notified_on_both_channels_and_the_others_are_not(
@@ -66,11 +87,11 @@ def test_critical_jobs_are_notified_on_both_channels_and_the_others_are_not(
 ) -> None:
     result = notify_jobs(jobs(*ALL), ledger=None, settings=settings(webhook, smtp), now=NOW)
 
-    assert [post["text"].split(" is ")[0] for post in webhook.posts] == [
-        f"Stormwatch: job {COLLECTIVE}",
+    assert [post["text"].split(" is ")[0] for post in webhook.posts] == [  # one message per job, by job id
         f"Stormwatch: job {ALERTS}",
+        f"Stormwatch: job {COLLECTIVE}",
     ]
-    collective = slack_text(webhook.posts[0])
+    collective = slack_text(webhook.posts[1])
     for fact in (
         f"*Job:* {COLLECTIVE} · *verdict:* critical",
         "*Earliest:* rank 0 · collective:collective_confident (critical) · phase train / all_reduce",
@@ -79,16 +100,20 @@ def test_critical_jobs_are_notified_on_both_channels_and_the_others_are_not(
         f"*Report:* <{REPORTS}/{COLLECTIVE}/report.html|open report>",
     ):  # fmt: skip
         assert fact in collective
-    assert "*Earliest:* rank 0 · alert:warning (warning)" in slack_text(webhook.posts[1])
-    assert "*Most severe:* rank 0 · alert:critical (critical)" in slack_text(webhook.posts[1])
+    alerts = slack_text(webhook.posts[0])  # its OOM is the news; its first causes are folded in
+    assert webhook.posts[0]["text"] == f"Stormwatch: job {ALERTS} is critical: oom on rank 0"
+    assert "*OOM:* rank 0 · oom (critical)" in alerts and "> OOM detected (allocator_fragmentation)" in alerts
+    assert "*Most severe:* rank 0 · alert:critical (critical)" in alerts
+    assert "*Inhibited:* this job's earliest (alert:warning), most severe (alert:critical)" in alerts
     assert webhook.posts[0]["blocks"][0]["type"] == "header"
 
     assert [message.rcpt_tos for message in smtp.messages] == [ONCALL, ONCALL]
-    first = smtp.messages[0].message
-    assert first["From"] == "stormwatch@example.com"
-    assert first["To"] == ", ".join(ONCALL)
-    assert first["Subject"] == f"[stormwatch] critical: job {COLLECTIVE}: collective:collective_confident on rank 0"
-    text, html = smtp.messages[0].part("plain"), smtp.messages[0].part("html")
+    second = smtp.messages[1].message
+    assert second["From"] == "stormwatch@example.com"
+    assert second["To"] == ", ".join(ONCALL)
+    assert second["Subject"] == f"[stormwatch] critical: job {COLLECTIVE}: collective:collective_confident on rank 0"
+    assert smtp.messages[0].message["Subject"] == f"[stormwatch] critical: job {ALERTS}: oom on rank 0"
+    text, html = smtp.messages[1].part("plain"), smtp.messages[1].part("html")
     for fact in (COLLECTIVE, "collective:collective_confident", "train / all_reduce", "2023-11-14 22:13:22."):
         assert fact in text and fact in html
     assert f'<a href="{REPORTS}/{COLLECTIVE}/report.html">' in html
@@ -97,11 +122,13 @@ def test_critical_jobs_are_notified_on_both_channels_and_the_others_are_not(
         (COLLECTIVE, "earliest"): ("sent", "sent"),
         (COLLECTIVE, "most_severe"): ("sent", "sent"),
         (ALERTS, "earliest"): ("skipped_below_threshold", "skipped_below_threshold"),
-        (ALERTS, "most_severe"): ("sent", "sent"),
+        (ALERTS, "most_severe"): ("inhibited", "inhibited"),
+        (ALERTS, "oom"): ("sent", "sent"),
+        (MISSING, "missing_ranks"): ("skipped_below_threshold", "skipped_below_threshold"),
         (WARNING, "earliest"): ("skipped_below_threshold", "skipped_below_threshold"),
         (WARNING, "most_severe"): ("skipped_below_threshold", "skipped_below_threshold"),
     }
-    assert (result.sent, result.failed, result.skipped) == (4, 0, 3)
+    assert (result.sent, result.failed, result.skipped) == (4, 0, 5)
 
 
 def test_missing_ranks_are_reported_on_both_channels(webhook: WebhookServer, smtp: SmtpRecorder) -> None:
@@ -115,9 +142,9 @@ def test_missing_ranks_are_reported_on_both_channels(webhook: WebhookServer, smt
 
 def test_ledger_lines_carry_the_key_the_finding_and_each_channel(webhook: WebhookServer, smtp: SmtpRecorder) -> None:
     result = notify_jobs(jobs("alerts"), ledger=None, settings=settings(webhook, smtp), now=NOW)
-    skipped, sent = lines(result.ledger)
-    assert sent == {
-        "key": f"{ALERTS}|most_severe|0|alert:critical|{sent['timestamp_ns']}",
+    skipped, muted, sent = lines(result.ledger)
+    assert muted == {
+        "key": f"{ALERTS}|most_severe|0|alert:critical|{muted['timestamp_ns']}",
         "job_id": ALERTS,
         "kind": "most_severe",
         "rank": 0,
@@ -125,52 +152,69 @@ def test_ledger_lines_carry_the_key_the_finding_and_each_channel(webhook: Webhoo
         "timestamp_ns": 1_700_000_003_500_000_000,
         "severity": "critical",
         "decided_at": "2026-01-02T02:00:00+00:00",
-        "channels": {"slack": {"status": "sent", "attempts": 1}, "email": {"status": "sent", "attempts": 1}},
+        "channels": {"slack": {"status": "inhibited", "attempts": 0}, "email": {"status": "inhibited", "attempts": 0}},
+        "alert": "train-alerts|most_severe|alert:critical",
+        "state": "firing",
+        "inhibited_by": "train-alerts|oom|oom",
     }
+    assert sent["kind"] == "oom" and sent["alert"] == "train-alerts|oom|oom" and sent["timestamp_ns"] == (
+        1_700_000_004_000_000_000)
+    assert sent["channels"] == {"slack": {"status": "sent", "attempts": 1}, "email": {"status": "sent", "attempts": 1}}
     assert skipped["channels"]["slack"] == {"status": "skipped_below_threshold", "attempts": 0}
     assert result.ledger.endswith(b"\n") and result.changed
 
 
-def test_notify_on_warning_sends_warning_jobs_and_one_message_per_job(
+def test_notify_on_warning_sends_warning_jobs_grouped_above_three_alerts(
     webhook: WebhookServer, smtp: SmtpRecorder
 ) -> None:
     result = notify_jobs(jobs(*ALL), ledger=None, settings=settings(webhook, smtp, notify_on="warning"), now=NOW)
-    assert [post["text"].split(" is ")[0].removeprefix("Stormwatch: job ") for post in webhook.posts] == [
-        COLLECTIVE,
-        ALERTS,
-        WARNING,
-    ]
-    assert len(smtp.messages) == 3
-    assert set(states(result.ledger).values()) == {("sent", "sent")}
-    assert webhook.posts[0]["blocks"][0]["text"]["text"] == "Stormwatch: warning GPU-memory finding"
+    assert set(states(result.ledger).values()) == {("sent", "sent"), ("inhibited", "inhibited")}
+    assert len(webhook.posts) == len(smtp.messages) == 1  # six alerts due: one message listing them
+    sections = [block["text"]["text"].split(" · ")[0] for block in webhook.posts[0]["blocks"][1:]]
+    assert sections == [f"*Job:* {job_id}" for job_id in (ALERTS, COLLECTIVE, MISSING, WARNING)]  # missing: a warning
+    assert webhook.posts[0]["blocks"][0]["text"]["text"] == "Stormwatch: 4 jobs with warning GPU-memory findings"
+
+    apart = settings(webhook, smtp, notify_on="warning", alerting=AlertPolicy(group_above=10))
+    notify_jobs(jobs(*ALL), ledger=None, settings=apart, now=NOW)
+    assert [post["text"].split(" is ")[0].removeprefix("Stormwatch: job ") for post in webhook.posts[1:]] == [
+        ALERTS, COLLECTIVE, MISSING, WARNING]
+    assert webhook.posts[1]["blocks"][0]["text"]["text"] == "Stormwatch: warning GPU-memory finding"
 
 
-def test_reruns_and_later_audits_send_nothing_twice(webhook: WebhookServer, smtp: SmtpRecorder) -> None:
-    first = notify_jobs(jobs("collective", "alerts"), ledger=None, settings=settings(webhook, smtp), now=NOW)
-    rerun = notify_jobs(jobs("collective", "alerts"), ledger=first.ledger, settings=settings(webhook, smtp), now=NOW)
-    assert rerun.ledger == first.ledger and not rerun.changed
+def test_reruns_send_nothing_twice_and_later_runs_of_a_job_name_are_the_same_alert(
+    webhook: WebhookServer, smtp: SmtpRecorder
+) -> None:
+    notify = Notifier(settings(webhook, smtp))
+    first = notify(jobs("collective", "alerts"))
+    rerun = notify(jobs("collective", "alerts"))
+    assert rerun.ledger == first.ledger and not rerun.changed and rerun.alerts == first.alerts
     assert (rerun.sent, rerun.failed, rerun.skipped) == (0, 0, 0)
 
-    later = notify_jobs(
-        [*jobs("collective", "alerts"), job("collective", job_id="train-collective-9")],
-        ledger=first.ledger,
-        settings=settings(webhook, smtp, digest=True),
-        now=NOW + timedelta(days=1),
-    )
-    assert later.ledger.startswith(first.ledger)
-    assert {line["job_id"] for line in lines(later.ledger[len(first.ledger) :])} == {"train-collective-9"}
-    assert len(webhook.posts) == len(smtp.messages) == 3
-    assert "train-collective-9" in webhook.posts[-1]["text"] and COLLECTIVE not in webhook.posts[-1]["text"]
+    later = notify([job("collective", job_id="train-collective-9")], now=NOW + timedelta(days=1),
+                   settings=settings(webhook, smtp, digest=True))
+    assert len(webhook.posts) == len(smtp.messages) == 2  # the next run of train-collective: still firing, not sent
+    added = lines(later.ledger[len(first.ledger):])
+    assert {(line["job_id"], line["state"], line["channels"]["slack"]["status"]) for line in added} == {
+        ("train-collective-9", "still_firing", "still_firing")}
+    assert later.skipped == 2
+
+    week = notify([job("collective", job_id="train-collective-10")], now=NOW + timedelta(days=7))
+    assert week.sent == 2 and len(webhook.posts) == 3  # seven days after it was sent: repeated once
+    assert webhook.posts[-1]["blocks"][0]["text"]["text"] == "Stormwatch: still firing: critical GPU-memory finding"
+    assert "*Still firing* since 2026-01-02" in slack_text(webhook.posts[-1])
+    assert notify([job("collective", job_id="train-collective-11")], now=NOW + timedelta(days=8)).sent == 0
 
 
-def test_a_new_finding_of_a_known_job_is_sent(webhook: WebhookServer) -> None:
-    """The key holds the timestamp: a re-diagnosed job whose first cause moved is notified again."""
-    first = notify_jobs(jobs("collective"), ledger=None, settings=settings(webhook), now=NOW)
+def test_a_moved_finding_is_the_same_alert_and_a_new_signal_is_a_new_one(webhook: WebhookServer) -> None:
+    notify = Notifier(settings(webhook))
+    notify(jobs("collective"))
     moved = document("collective")
     for indicator in moved["model"]["indicators"]:
         indicator["timestamp_ns"] += 1_000_000_000
-    again = JobFinding.from_document(moved, report_url=None)
-    result = notify_jobs([again], ledger=first.ledger, settings=settings(webhook), now=NOW)
+    assert notify([JobFinding.from_document(moved, report_url=None)]).sent == 0
+    for indicator in moved["model"]["indicators"]:
+        indicator["signal"] = "gap:fragmentation"
+    result = notify([JobFinding.from_document(moved, report_url=None)])
     assert len(webhook.posts) == 2 and result.sent == 1
     assert "*Report:*" not in slack_text(webhook.posts[1])
 
@@ -191,25 +235,27 @@ def test_a_channel_still_down_is_recorded_failed_and_sent_by_the_next_call(
     webhook: WebhookServer, smtp: SmtpRecorder
 ) -> None:
     webhook.always_fail = True
-    down = notify_jobs(jobs("collective", "alerts"), ledger=None, settings=settings(webhook, smtp), now=NOW)
+    notify = Notifier(settings(webhook, smtp))
+    down = notify(jobs("collective", "alerts"))
     assert [status for _, status in webhook.requests] == [500, 500, 500]  # second job not tried: channel down
     assert len(smtp.messages) == 2
     assert (down.sent, down.failed) == (2, 2)
     slack = {(line["job_id"], line["kind"]): line["channels"]["slack"] for line in lines(down.ledger)}
-    assert slack[COLLECTIVE, "most_severe"]["status"] == "failed"
-    assert slack[COLLECTIVE, "most_severe"]["attempts"] == 3
-    assert slack[COLLECTIVE, "most_severe"]["error"].startswith("HTTP 500 Internal Server Error: upstream error for ")
-    assert slack[ALERTS, "most_severe"]["attempts"] == 0
-    assert slack[ALERTS, "most_severe"]["error"].startswith("not attempted: channel down earlier in this call")
+    assert slack[ALERTS, "oom"]["status"] == "failed"
+    assert slack[ALERTS, "oom"]["attempts"] == 3
+    assert slack[ALERTS, "oom"]["error"].startswith("HTTP 500 Internal Server Error: upstream error for ")
+    assert slack[COLLECTIVE, "most_severe"]["attempts"] == 0
+    assert slack[COLLECTIVE, "most_severe"]["error"].startswith("not attempted: channel down earlier in this call")
     assert "SecretToken" not in down.ledger.decode() and "[redacted]" in down.ledger.decode()
+    assert "SecretToken" not in down.alerts.decode()
 
     webhook.always_fail = False
-    up = notify_jobs(jobs("collective", "alerts"), ledger=down.ledger, settings=settings(webhook, smtp), now=NOW)
+    up = notify([])  # the next audit diagnoses nothing: the alert state still holds what failed
     assert len(webhook.posts) == 2 and len(smtp.messages) == 2  # email already sent: not again
     assert states(up.ledger)[COLLECTIVE, "most_severe"] == ("sent", "sent")
     assert states(up.ledger)[ALERTS, "earliest"] == ("skipped_below_threshold", "skipped_below_threshold")
     assert (up.sent, up.failed, up.skipped) == (2, 0, 0)
-    final = notify_jobs(jobs("collective", "alerts"), ledger=up.ledger, settings=settings(webhook, smtp), now=NOW)
+    final = notify(jobs("collective", "alerts"))
     assert not final.changed and len(webhook.posts) == 2
 
 
@@ -243,36 +289,38 @@ def test_an_unresolvable_secret_fails_the_channel_without_sending(monkeypatch: p
 def test_digest_sends_one_message_per_call_listing_every_new_critical_job(
     webhook: WebhookServer, smtp: SmtpRecorder
 ) -> None:
-    names = [*jobs(*ALL), job("collective", job_id="train-collective-9")]
+    names = [*jobs(*ALL), job("collective_missing"), job("collective", job_id="train-collective-9")]
     result = notify_jobs(names, ledger=None, settings=settings(webhook, smtp, digest=True), now=NOW)
     assert len(webhook.posts) == len(smtp.messages) == 1
     post = webhook.posts[0]
     assert post["blocks"][0]["text"]["text"] == "Stormwatch: 3 jobs with critical GPU-memory findings"
     sections = [block["text"]["text"] for block in post["blocks"][1:]]
-    assert [section.split(" · ")[0] for section in sections] == [
-        f"*Job:* {COLLECTIVE}",
+    assert [section.split(" · ")[0] for section in sections] == [  # two runs of train-collective: the later one
         f"*Job:* {ALERTS}",
         "*Job:* train-collective-9",
+        "*Job:* train-collective-missing-6",
     ]
+    assert "*Missing ranks:* 2 of 4" in sections[2] and "*Inhibited:* this job's earliest" in sections[2]
     message = smtp.messages[0].message
     assert message["Subject"] == "[stormwatch] 3 jobs with critical GPU-memory findings"
-    assert all(job_id in smtp.messages[0].part("html") for job_id in (COLLECTIVE, ALERTS))
+    assert all(job_id in smtp.messages[0].part("html") for job_id in (ALERTS, "train-collective-9"))
     assert (result.sent, result.failed) == (2, 0)
 
 
 def test_with_no_channel_decisions_are_recorded_and_sent_once_a_channel_exists(webhook: WebhookServer) -> None:
-    quiet = notify_jobs(jobs(*ALL), ledger=None, settings=NotifySettings(), now=NOW)
+    notify = Notifier(NotifySettings())
+    quiet = notify(jobs(*ALL))
     assert states(quiet.ledger)[COLLECTIVE, "most_severe"] == ("not_configured", "not_configured")
     assert states(quiet.ledger)[ALERTS, "earliest"] == ("skipped_below_threshold", "skipped_below_threshold")
-    assert len(lines(quiet.ledger)) == 6 and (quiet.sent, quiet.failed, quiet.skipped) == (0, 0, 6)
+    assert len(lines(quiet.ledger)) == 8 and (quiet.sent, quiet.failed, quiet.skipped) == (0, 0, 8)
     assert not webhook.requests
-    again = notify_jobs(jobs(*ALL), ledger=quiet.ledger, settings=NotifySettings(), now=NOW)
+    again = notify(jobs(*ALL))
     assert not again.changed
 
-    configured = notify_jobs(jobs(*ALL), ledger=quiet.ledger, settings=settings(webhook), now=NOW)
+    configured = notify(jobs(*ALL), settings=settings(webhook))
     assert len(webhook.posts) == 2
     assert states(configured.ledger)[COLLECTIVE, "earliest"] == ("sent", "not_configured")
-    assert len(lines(configured.ledger)) == 6 + 3
+    assert len(lines(configured.ledger)) == 8 + 3  # collective's two findings and the OOM
 
 
 def test_the_flow_can_pass_a_result_ledger_with_unreadable_lines(webhook: WebhookServer) -> None:

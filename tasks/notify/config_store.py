@@ -1,0 +1,114 @@
+"""The alerting configuration in storage: routes (``reports/routes.toml`` or a local ``--routes`` file)
+and silences (``reports/silences.json``), read for an audit and changed by ``stormwatch silence``.
+
+Reading never raises for a bad file: :func:`load_alert_config` returns what could be used (no
+routes: everything to the default receiver; no silences) and each file's error text, naming the
+file and line. :func:`change_silences` rewrites silences.json whole with a conditional write
+(compare-and-replace on the version read), retried when another writer got there first, so two
+``silence add`` at once both land.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from stormwatch.tasks.notify.config_file import ConfigError
+from stormwatch.tasks.notify.routes import Receiver, RouteTable, parse_routes
+from stormwatch.tasks.notify.silences import SilenceBook, read_silences
+from stormwatch.tasks.storage.protocol import Storage
+
+ROUTES_KEY = "routes.toml"
+SILENCES_KEY = "silences.json"
+_JSON = "application/json"
+_ROUNDS = 5
+T = TypeVar("T")
+
+
+def report_name(storage: Storage, key: str) -> str:
+    """How people know a report object: ``reports/routes.toml`` (the reports prefix and the key)."""
+    return f"{storage.settings.reports_prefix}/{key}"
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """``routes``: None when there is no usable routes file; ``files``: each file read -> its error, or None."""
+
+    routes: RouteTable | None = None
+    silences: SilenceBook = SilenceBook()
+    files: dict[str, str | None] = field(default_factory=dict)
+
+
+def _routes_text(storage: Storage, routes_file: str | None) -> tuple[str, str | None]:
+    """(name, text) of the routes file: the local ``routes_file`` when given, else the storage's
+    (text None when absent). Raises ConfigError when it cannot be read."""
+    if routes_file:
+        try:
+            return routes_file, Path(routes_file).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(routes_file, None, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(routes_file, None, "not UTF-8 text") from None
+    name = report_name(storage, ROUTES_KEY)
+    data = storage.read_report(ROUTES_KEY)
+    if data is None:
+        return name, None
+    try:
+        return name, data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(name, None, "not UTF-8 text") from None
+
+
+def load_alert_config(storage: Storage, *, routes_file: str | None, default: Receiver) -> AlertConfig:
+    """Routes and silences for an audit; a file that cannot be used is left out with its error."""
+    files: dict[str, str | None] = {}
+    routes = None
+    try:
+        name, text = _routes_text(storage, routes_file)
+        if text is not None:
+            routes = parse_routes(text, file=name, default=default)
+            files[name] = None
+    except ConfigError as exc:
+        files[exc.file] = str(exc)
+    silences = SilenceBook()
+    name = report_name(storage, SILENCES_KEY)
+    data = storage.read_report(SILENCES_KEY)
+    if data is not None:
+        try:
+            silences = read_silences(data, file=name)
+            files[name] = None
+        except ConfigError as exc:
+            files[name] = str(exc)
+    return AlertConfig(routes, silences, files)
+
+
+def read_silence_book(storage: Storage) -> SilenceBook:
+    """The stored silences; raises ConfigError when silences.json cannot be read."""
+    return read_silences(storage.read_report(SILENCES_KEY), file=report_name(storage, SILENCES_KEY))
+
+
+class ConcurrentChangeError(RuntimeError):
+    """silences.json kept changing under this writer."""
+
+
+def change_silences(storage: Storage, change: Callable[[SilenceBook], tuple[SilenceBook, T]]) -> T:
+    """Apply ``change`` to the stored silences and write the result whole, only over the version read
+    (retried a few times against other writers). ``change`` returns the new book and a value handed
+    back; it may raise to leave the file as it was. Raises ConfigError for an unreadable file."""
+    name = report_name(storage, SILENCES_KEY)
+    for _ in range(_ROUNDS):
+        current = storage.read_report_versioned(SILENCES_KEY)
+        book = read_silences(None if current is None else current[0], file=name)
+        new_book, value = change(book)
+        data = new_book.to_bytes()
+        if current is not None and data == current[0]:
+            return value
+        if current is None:
+            written = storage.create_report_exclusive(SILENCES_KEY, data, content_type=_JSON)
+        else:
+            written = storage.replace_report_if(SILENCES_KEY, data, version=current[1], content_type=_JSON)
+        if written is not None:
+            return value
+    raise ConcurrentChangeError(f"{name} kept changing while being written; try again")

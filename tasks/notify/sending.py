@@ -1,0 +1,102 @@
+"""Sending an audit's messages: one sender per target (a receiver's Slack webhook or email list).
+
+Secrets are resolved when a target's first message is sent (environment, held value, Prefect
+Secret block) and added to the redactor, so no error text, log record or ledger line can carry
+them. A target whose secret cannot be resolved fails all its messages untried. After a target
+fails with a transient error, its remaining messages are recorded failed without being tried:
+a dead server costs one back-off sequence, not one per message. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from functools import partial
+
+import httpx
+
+from stormwatch.tasks.notify.delivery import Delivery, deliver
+from stormwatch.tasks.notify.email import build_alert_message, send_email
+from stormwatch.tasks.notify.grouping import Outgoing
+from stormwatch.tasks.notify.ledger import ChannelName
+from stormwatch.tasks.notify.messages import Message
+from stormwatch.tasks.notify.routes import Receiver
+from stormwatch.tasks.notify.secrets import Redactor, SecretRef, redacting_logs
+from stormwatch.tasks.notify.settings import NotifySettings, SmtpTarget
+from stormwatch.tasks.notify.slack import message_payload, post_webhook
+from stormwatch.tasks.retry import RetryPolicy
+
+log = logging.getLogger("stormwatch.tasks.notify.dispatch")
+Sender = Callable[[Message], None]
+
+
+def _resolve(ref: SecretRef | None, redact: Redactor) -> str:
+    """The secret's value (added to ``redact``); raises ValueError naming the ref, never the value."""
+    try:
+        value = None if ref is None else ref.resolve()
+    except Exception as exc:  # Prefect block errors of any kind
+        raise ValueError(f"could not load secret {ref!r}: {type(exc).__name__}: {redact(str(exc))}") from None
+    if not value:
+        raise ValueError(f"secret {ref!r} is empty or not found")
+    redact.add(value)
+    return value
+
+
+def _sender(receiver: Receiver, channel: ChannelName, settings: NotifySettings, redact: Redactor,
+            stack: ExitStack) -> Sender:
+    """A function sending one message on a receiver's channel; raises ValueError if its secret is
+    unusable. Connections it opens are closed with ``stack``."""
+    if channel == ChannelName.SLACK:
+        url = _resolve(receiver.slack_webhook, redact)
+        client = stack.enter_context(httpx.Client(timeout=settings.timeout_s))
+        return lambda message: post_webhook(client, url, message_payload(message))
+    raw = _resolve(receiver.smtp_url, redact)
+    try:
+        target = SmtpTarget.parse(raw)
+    except ValueError as exc:
+        raise ValueError(redact(str(exc))) from None
+    redact.add(target.username)
+    sender = receiver.email_from or settings.sender
+
+    def send(message: Message) -> None:
+        email = build_alert_message(message, sender=sender, recipients=receiver.email_to, now=datetime.now(UTC))
+        send_email(target, email, sender=sender, recipients=receiver.email_to, timeout_s=settings.timeout_s)
+
+    return send
+
+
+def _what(item: Outgoing) -> str:
+    """How logs name a message: never a secret, never a telemetry string."""
+    count = len(item.message.entries)
+    return f"{item.channel.value} message to {item.receiver.name} ({count} entr{'y' if count == 1 else 'ies'})"
+
+
+def send_all(messages: Sequence[Outgoing], settings: NotifySettings) -> list[Delivery]:
+    """One delivery per message, in order; secrets redacted from every error."""
+    redact = Redactor()
+    senders: dict[str, Sender | str] = {}  # target -> sender, or why it is unusable
+    down: dict[str, Delivery] = {}
+    out = []
+    with redacting_logs(redact), ExitStack() as stack:
+        for item in messages:
+            if item.target not in senders:
+                try:
+                    senders[item.target] = _sender(item.receiver, item.channel, settings, redact, stack)
+                except Exception as exc:  # an unusable secret fails every message of the target, untried
+                    senders[item.target] = redact(str(exc))
+                    log.warning("notify: %s target unusable: %s", item.target, senders[item.target])
+            send = senders[item.target]
+            if isinstance(send, str):
+                out.append(Delivery(False, 0, send))
+            elif item.target in down:
+                error = f"not attempted: channel down earlier in this call ({down[item.target].error})"
+                out.append(Delivery(False, 0, error, True))
+            else:
+                policy = RetryPolicy.exponential(settings.max_attempts, first_delay_s=settings.backoff_s)
+                delivery = deliver(partial(send, item.message), what=_what(item), policy=policy, redact=redact)
+                if not delivery.ok and delivery.transient:
+                    down[item.target] = delivery
+                out.append(delivery)
+    return out

@@ -1,0 +1,216 @@
+"""The notify step over a real local storage and real receivers: routes, silences, bad configuration files,
+the fleet index, and the alert state's claims (a lost lease, a crash between claim and send)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from stormwatch.tasks.notify.config_store import change_silences
+from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, notify_jobs
+from stormwatch.tasks.notify.policy import AlertPolicy
+from stormwatch.tasks.notify.silences import Silence, SilenceMatcher, silence_id
+from stormwatch.tasks.notify.step import ALERTS_KEY, commit_alerts, notify_step
+from stormwatch.tasks.publish import publish_fleet
+from stormwatch.tasks.storage.local import LocalStorage
+from stormwatch.tasks.storage.protocol import StorageSettings
+from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, document, webhook_server
+from tests.tasks.notify.test_notify import settings, slack_text
+
+NOW = datetime(2026, 11, 30, 2, tzinfo=UTC)
+ROUTES = """\
+[receivers.llama-team]
+slack_webhook_env = "STORMWATCH_TEST_LLAMA_HOOK"
+email_to = ["llama-oncall@example.com"]
+
+[[routes]]
+job = "llama-*"
+receiver = "llama-team"
+"""
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> LocalStorage:
+    root = tmp_path / "fleet"
+    (root / "jobs").mkdir(parents=True)
+    store = LocalStorage(StorageSettings(uri=str(root)))
+    publish_fleet(store, [], generated_at=NOW, storage_uri=str(root))  # fleet.json and index.html to refresh
+    return store
+
+
+@pytest.fixture
+def team(monkeypatch: pytest.MonkeyPatch) -> Iterator[WebhookServer]:
+    with webhook_server() as server:
+        monkeypatch.setenv("STORMWATCH_TEST_LLAMA_HOOK", server.url)
+        yield server
+
+
+def finding(name: str, job_id: str) -> JobFinding:
+    return JobFinding.from_document(document(name, job_id=job_id), report_url=None)
+
+
+def ledger(storage: LocalStorage) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (storage.read_report("notifications.jsonl") or b"").splitlines()]
+
+
+def fleet(storage: LocalStorage) -> dict[str, Any]:
+    return orjson.loads(storage.read_report("fleet.json") or b"{}")
+
+
+def test_routes_in_storage_reach_the_right_receivers(storage: LocalStorage, webhook: WebhookServer,
+                                                     smtp: SmtpRecorder, team: WebhookServer) -> None:
+    storage.write_report("routes.toml", ROUTES.encode(), content_type="application/toml")
+    found = [finding("collective", "llama-8r-0142"), finding("alerts", "bert-large-0007")]
+    result = notify_step(storage, found, settings=settings(webhook, smtp), now=NOW)
+    assert result["receivers"] == ["default", "llama-team"] and result["sent"] == 4
+    assert [post["text"].split(" is ")[0] for post in team.posts] == ["Stormwatch: job llama-8r-0142"]
+    assert [post["text"].split(" is ")[0] for post in webhook.posts] == ["Stormwatch: job bert-large-0007"]
+    assert sorted(message.rcpt_tos for message in smtp.messages) == [
+        ("llama-oncall@example.com",), ("oncall@example.com", "gpu-team@example.com")]
+    llama = [line for line in ledger(storage) if line["job_id"] == "llama-8r-0142"]
+    assert {tuple(line["channels"]) for line in llama} == {("llama-team/slack", "llama-team/email")}
+    board = {item["name"]: item for item in fleet(storage)["alerts"]["receivers"]}
+    assert board["llama-team"]["counts"]["sent"] == 2 and board["default"]["counts"]["sent"] == 1
+    index = storage.read_report("index.html").decode()  # type: ignore[union-attr]
+    assert '<section id="alerts">' in index and "llama-team" in index
+
+
+def test_a_local_routes_file_wins_and_a_bad_one_falls_back_to_the_default_receiver(
+        storage: LocalStorage, webhook: WebhookServer, smtp: SmtpRecorder, team: WebhookServer, tmp_path: Path
+) -> None:
+    routes = tmp_path / "routes.toml"
+    routes.write_text(ROUTES.replace('receiver = "llama-team"', 'receiver = "llama-tem"'))
+    storage.write_report("routes.toml", b"this is not used", content_type="application/toml")
+    broken = settings(webhook, smtp, alerting=AlertPolicy(routes_file=str(routes)))
+    result = notify_step(storage, [finding("collective", "llama-8r-0142")], settings=broken, now=NOW)
+    error = f"{routes} line 7: route 1: names the unknown receiver 'llama-tem'"
+    assert result["problems"] == [error] and result["sent"] == 2
+    assert len(webhook.posts) == len(smtp.messages) == 1 and not team.posts  # everything to the default receiver
+    notes = [line for line in ledger(storage) if line.get("type") == "config"]
+    assert notes == [{"type": "config", "file": str(routes), "error": error, "decided_at": NOW.isoformat()}]
+    assert fleet(storage)["alerts"]["problems"] == [error]
+    assert "names the unknown receiver &#39;llama-tem&#39;" in storage.read_report("index.html").decode()  # type: ignore[union-attr]
+
+    notify_step(storage, [finding("collective", "llama-8r-0143")], settings=broken, now=NOW + timedelta(days=1))
+    assert len([line for line in ledger(storage) if line.get("type") == "config"]) == 1  # the same error: one line
+    routes.write_text(ROUTES)
+    notify_step(storage, [finding("collective", "llama-8r-0144")], settings=broken, now=NOW + timedelta(days=2))
+    assert [line["error"] for line in ledger(storage) if line.get("type") == "config"] == [error, None]
+
+
+def silence(*texts: str, until: datetime) -> Silence:
+    matchers = tuple(sorted(SilenceMatcher.parse(text) for text in texts))
+    return Silence(silence_id(matchers, until, "known"), matchers, until, "known", NOW - timedelta(days=1), "ana")
+
+
+def test_a_silenced_alert_is_recorded_never_sent_and_sent_once_the_silence_ends(
+        storage: LocalStorage, webhook: WebhookServer) -> None:
+    held = silence("job=llama-*", "kind=most_severe", until=NOW + timedelta(days=3))
+    change_silences(storage, lambda book: book.add(held))
+    for night in range(3):
+        notify_step(storage, [finding("collective", f"llama-8r-01{night}")], settings=settings(webhook),
+                    now=NOW + timedelta(days=night))
+    silenced = [line for line in ledger(storage) if line["kind"] == "most_severe"]
+    assert [line["channels"]["slack"]["status"] for line in silenced] == ["silenced"] * 3
+    assert {line["silenced_by"] for line in silenced} == {held.id}
+    earliest = [post for post in webhook.posts]  # the earliest alert is not silenced: sent once
+    assert len(earliest) == 1 and "*Earliest:*" in slack_text(earliest[0])
+    board = fleet(storage)["alerts"]["receivers"][0]
+    assert [(item["kind"], item["status"], item["by"]) for item in board["alerts"]] == [
+        ("most_severe", "silenced", held.id), ("earliest", "still_firing", None)]
+
+    notify_step(storage, [finding("collective", "llama-8r-013")], settings=settings(webhook),
+                now=NOW + timedelta(days=3))  # expired: ignored
+    assert len(webhook.posts) == 2 and ledger(storage)[-1]["channels"]["slack"]["status"] == "sent"
+
+
+def test_a_malformed_silences_file_is_an_error_and_silences_nothing(storage: LocalStorage,
+                                                                   webhook: WebhookServer) -> None:
+    storage.write_report("silences.json", b'{"version": 1, "silences": [\n{"id": "s-1", "matchers": []}\n]}',
+                         content_type="application/json")
+    result = notify_step(storage, [finding("collective", "llama-8r-0142")], settings=settings(webhook), now=NOW)
+    assert result["problems"] == ["reports/silences.json line 2: silence 1: matchers must be a non-empty list of "
+                                  "name=value strings"]
+    assert len(webhook.posts) == 1 and ledger(storage)[0]["type"] == "config"
+
+
+def test_an_audit_whose_claim_is_refused_sends_nothing(storage: LocalStorage, webhook: WebhookServer) -> None:
+    """A lost lease: audit A read the alert state, then audit B changed it; A's claim fails, A sends nothing."""
+    quiet = settings(webhook)
+    notify_step(storage, [finding("collective", "llama-8r-0141")], settings=quiet, now=NOW)
+    read, version = storage.read_report_versioned(ALERTS_KEY)  # type: ignore[misc]
+    notify_step(storage, [finding("alerts", "bert-7")], settings=quiet, now=NOW)  # B: sends bert's OOM
+    assert len(webhook.posts) == 2
+    stale = notify_jobs([finding("alerts", "bert-7")], ledger=storage.read_report("notifications.jsonl"),
+                        alerts=read, settings=quiet, now=NOW,
+                        claim=lambda data: storage.replace_report_if(ALERTS_KEY, data, version=version,
+                                                                     content_type="application/json") is not None)
+    assert stale.refused and stale.sent == 0 and len(webhook.posts) == 2
+
+
+def test_a_send_claimed_by_an_audit_that_died_waits_then_is_retried(storage: LocalStorage,
+                                                                    webhook: WebhookServer) -> None:
+    class Died(Exception):
+        pass
+
+    def claim_then_die(data: bytes) -> bool:
+        storage.create_report_exclusive(ALERTS_KEY, data, content_type="application/json")
+        raise Died  # the process ends between its claim and its send
+
+    quiet = settings(webhook)
+    with pytest.raises(Died):
+        notify_jobs([finding("collective", "llama-8r-0141")], ledger=None, settings=quiet, now=NOW,
+                    claim=claim_then_die)
+    soon = notify_step(storage, [], settings=quiet, now=NOW + timedelta(minutes=5))
+    assert soon["sent"] == 0 and not webhook.posts  # maybe still sending: left alone
+    late = notify_step(storage, [], settings=quiet, now=NOW + timedelta(minutes=31))
+    assert late["sent"] == 1 and len(webhook.posts) == 1
+
+
+def test_outcomes_land_in_a_state_another_audit_wrote_meanwhile(storage: LocalStorage,
+                                                                 webhook: WebhookServer) -> None:
+    quiet = settings(webhook)
+    claimed: list[str | None] = []
+
+    def claim(data: bytes) -> bool:
+        claimed.append(storage.create_report_exclusive(ALERTS_KEY, data, content_type="application/json"))
+        return claimed[-1] is not None
+
+    mine = notify_jobs([finding("collective", "llama-8r-0141")], ledger=None, settings=quiet, now=NOW, claim=claim)
+    assert mine.sent == 1
+    notify_step(storage, [finding("alerts", "bert-7")], settings=quiet, now=NOW)  # B wrote after A's claim
+    assert commit_alerts(storage, mine, version=claimed[0], read=None)
+    state = orjson.loads(storage.read_report(ALERTS_KEY) or b"{}")
+    slack = {item["alert"]: item["targets"]["slack"]["status"] for item in state["alerts"]}
+    assert slack["llama-8r|most_severe|collective:collective_confident"] == "sent"  # A's outcome, merged
+    assert slack["bert|oom|oom"] == "sent"  # B's own
+    assert len(webhook.posts) == 2
+
+
+def test_post_job_never_resolves_fleet_alerts(storage: LocalStorage, webhook: WebhookServer) -> None:
+    from tests.tasks.notify.alert_builders import make_suspect
+
+    quiet = settings(webhook, alerting=AlertPolicy(notify_resolved=True))
+    notify_step(storage, [make_suspect("node-7")], settings=quiet, now=NOW, fleet_evaluated=True)
+    notify_step(storage, [finding("clean", "x-1")], settings=quiet, now=NOW + timedelta(hours=3))  # post-job
+    notify_step(storage, [], settings=quiet, now=NOW + timedelta(days=1), fleet_evaluated=True)  # audit: gone
+    assert [post["blocks"][0]["text"]["text"] for post in webhook.posts] == [
+        "Stormwatch: critical GPU-memory finding", "Stormwatch: resolved GPU-memory finding"]
+    assert "no longer seen" in slack_text(webhook.posts[1]) and "node-7 device 1" in webhook.posts[1]["text"]
+
+
+def test_rerunning_the_same_step_writes_and_sends_nothing_new(storage: LocalStorage, webhook: WebhookServer) -> None:
+    found = [finding("collective", "llama-8r-0141"), finding("alerts", "bert-7")]
+    notify_step(storage, found, settings=settings(webhook), now=NOW)
+    before = {key: storage.read_report(key) for key in ("notifications.jsonl", ALERTS_KEY)}
+    notify_step(storage, found, settings=settings(webhook), now=NOW)
+    assert {key: storage.read_report(key) for key in before} == before and len(webhook.posts) == 2
+
+
+def test_settings_without_a_policy_keep_the_defaults() -> None:
+    assert NotifySettings().alerting == AlertPolicy() and AlertPolicy().repeat_interval == timedelta(days=7)
