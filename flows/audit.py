@@ -109,7 +109,7 @@ def notify_settings(params: AuditParameters, *, digest: bool) -> NotifySettings:
     Prefect Secret blocks the parameters name, resolved once here: flow parameters never carry a secret
     (Prefect stores parameters). Parameter values win over the environment."""
     return NotifySettings.from_sources(flags=params.notify_flags(digest=digest), environ=os.environ,
-                                       blocks=params.secret_blocks())
+                                       blocks=params.secret_blocks(), alerting=params.alert_policy())
 
 
 def notify_outcomes(
@@ -118,12 +118,14 @@ def notify_outcomes(
     notify: NotifySettings,
     *,
     unchanged: Sequence[UnchangedJob] = (),
-    fleet: Sequence[JobFinding] = (),
+    fleet: Sequence[JobFinding] | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Run the notify step (for unchanged jobs, only those the ledger has not settled; ``fleet``:
-    regressions and suspect hosts); its failure is logged, never the audit's."""
-    findings = [outcome.finding for outcome in outcomes if outcome.finding is not None] + list(fleet)
-    future = notify_task.submit(settings, findings, notify, datetime.now(UTC), unchanged)
+    regressions and suspect hosts, None when not computed; ``now``: the audit time); its failure is
+    logged, never the audit's."""
+    findings = [outcome.finding for outcome in outcomes if outcome.finding is not None] + list(fleet or ())
+    future = notify_task.submit(settings, findings, notify, now or datetime.now(UTC), unchanged, fleet is not None)
     result: Any = future.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         get_run_logger().error("notifications not processed: %s", type(result).__name__)
@@ -242,7 +244,7 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
                                         report_url_of=lambda job: options.report_link(storage, report_html_key(job)))
             lease.renew()  # and before notifying: a lost lease must never send twice
             result["notifications"] = notify_outcomes(settings, done.outcomes, notify, unchanged=unchanged,
-                                                      fleet=fleet_wide)
+                                                      fleet=fleet_wide, now=options.acting_at())
     finally:
         lease.release()
     logger.info("audit done: %s", result["summary"])

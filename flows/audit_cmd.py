@@ -69,6 +69,14 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     notify.add_argument("--slack-webhook-block", default=None, metavar="NAME", help="Prefect Secret block name")
     notify.add_argument("--smtp-url-block", default=None, metavar="NAME", help="Prefect Secret block name")
     notify.add_argument("--digest", action="store_true", help="one message per audit listing every new critical job")
+    notify.add_argument("--routes", default=None, metavar="FILE",
+                        help="TOML routes file: receivers by job-id glob, job name, severity, kind (default: "
+                             "reports/routes.toml in storage, if there)")
+    notify.add_argument("--repeat-interval", default=None, metavar="DURATION",
+                        help="send a still-firing alert again after DURATION (7d, 36h, 90m; default 7d)")
+    notify.add_argument("--notify-resolved", action="store_true", help="send a message when an alert resolves")
+    notify.add_argument("--group-above", type=int, default=None, metavar="N",
+                        help="one message per receiver listing its due alerts when it has more than N (default 3)")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -128,6 +136,8 @@ def print_audit(result: dict[str, Any]) -> None:
         print(f"notifications: {sent['sent']} sent, {sent['failed']} failed on {', '.join(sent['channels'])}")
     elif "error" in sent:
         print(f"notifications: not processed ({sent['error']})")
+    for problem in sent.get("problems", [])[:10]:
+        print(f"  notifications: {problem}")
     if result.get("index"):
         print(f"  index: {result['index']}")
 
@@ -165,6 +175,8 @@ def audit_parameters(args: argparse.Namespace, *, storage: str) -> AuditParamete
         "email_from": args.email_from,
         "slack_webhook_block": args.slack_webhook_block,
         "smtp_url_block": args.smtp_url_block,
+        "routes": getattr(args, "routes", None),
+        "notify_resolved": getattr(args, "notify_resolved", False),
         **optional_choices(args),
     })
 
@@ -180,7 +192,7 @@ def optional_choices(args: argparse.Namespace) -> dict[str, object]:
     if engine is not None:
         choices["engine"] = engine
     for name in ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days", "baseline_runs",
-                 "regression_pct", "suspect_days", "max_sessions"):
+                 "regression_pct", "suspect_days", "max_sessions", "repeat_interval", "group_above"):
         if getattr(args, name, None) is not None:
             choices[name] = getattr(args, name)
     return choices

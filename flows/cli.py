@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from stormwatch.flows import audit_cmd, diagnose_cmd
+from stormwatch.flows import audit_cmd, diagnose_cmd, silence_cmd
 from stormwatch.outputs.verdict import ExitCode
 
 
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.set_defaults(run=_load)
     diagnose_cmd.add_parser(commands)
     audit_cmd.add_parsers(commands)
+    silence_cmd.add_parser(commands)
     return parser
 
 

@@ -15,7 +15,7 @@ settings are in place).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -30,12 +30,14 @@ from stormwatch.load.limits import LoadLimits
 from stormwatch.severity import FailOn
 from stormwatch.tasks.batches import BatchSizing
 from stormwatch.tasks.engine_pool import EngineMode, EngineSettings
+from stormwatch.tasks.notify.policy import DEFAULT_GROUP_ABOVE, DEFAULT_REPEAT_INTERVAL, AlertPolicy, parse_duration
 from stormwatch.tasks.notify.settings import plain_error
 from stormwatch.tasks.storage.protocol import StorageSettings
 
 #: The least first-cause severity that notifies (``info`` would notify on everything).
 NotifyOn = Literal["warning", "critical"]
-_OPTIONAL_TEXT = ("endpoint_url", "report_base_url", "email_to", "email_from", "slack_webhook_block", "smtp_url_block")
+_OPTIONAL_TEXT = ("endpoint_url", "report_base_url", "email_to", "email_from", "slack_webhook_block", "smtp_url_block",
+                  "routes")
 
 
 class AuditParameters(BaseModel):
@@ -72,6 +74,13 @@ class AuditParameters(BaseModel):
     email_from: str | None = Field(default=None, description="sender address")
     slack_webhook_block: str | None = Field(default=None, description="Prefect Secret block with the webhook URL")
     smtp_url_block: str | None = Field(default=None, description="Prefect Secret block with the SMTP URL")
+    routes: str | None = Field(default=None, description="local TOML routes file: receivers by job, name, severity, "
+                               "kind (default: reports/routes.toml in storage, if there)")
+    repeat_interval: timedelta = Field(default=DEFAULT_REPEAT_INTERVAL,
+                                       description="a still-firing alert is sent again after this long (7d, 36h)")
+    notify_resolved: bool = Field(default=False, description="send a message when an alert resolves")
+    group_above: int = Field(default=DEFAULT_GROUP_ABOVE, ge=0,
+                             description="one message per receiver listing its alerts when it has more than this")
     engine: EngineMode = Field(default=EngineMode.PROCESSES,
                                description="where jobs run: worker processes, threads, or inline (on Dask workers)")
     workers: int | None = Field(default=None, ge=1, description="engine workers (processes or threads); default: cores")
@@ -107,6 +116,11 @@ class AuditParameters(BaseModel):
         if value is not None and "://" in value and urlsplit(value).password is not None:
             raise ValueError("a URL parameter must not hold a password (Prefect stores parameters)")
         return value
+
+    @field_validator("repeat_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> timedelta:
+        return parse_duration(value)
 
     @field_validator("as_of")
     @classmethod
@@ -168,6 +182,12 @@ class AuditParameters(BaseModel):
         """The non-secret notification values, as flags over the environment (``None``/``False``: unset)."""
         return {"notify_on": self.notify_on, "digest": digest, "email_to": self.email_to,
                 "email_from": self.email_from}
+
+    def alert_policy(self) -> AlertPolicy:
+        """Repeat interval, resolved messages, grouping, the routes file and job names, for the notify step."""
+        return AlertPolicy(repeat_interval=self.repeat_interval, notify_resolved=self.notify_resolved,
+                           group_above=self.group_above, routes_file=self.routes,
+                           job_name_pattern=self.job_name_pattern)
 
     def secret_blocks(self) -> dict[str, str]:
         """Prefect Secret block names by secret (``slack_webhook``, ``smtp_url``), the named ones only."""

@@ -79,7 +79,7 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
             lease.renew()
             update_fleet_task(settings, row, options.acting_at())
             lease.renew()
-            notifications = notify_outcomes(settings, [outcome], notify)
+            notifications = notify_outcomes(settings, [outcome], notify, now=options.acting_at())
     finally:
         lease.release()
     exit_code = int(ExitCode.ERROR if row.status is JobStatus.FAILED else (row.exit_code or ExitCode.CLEAN))
