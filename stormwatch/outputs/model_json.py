@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import orjson
 
 from stormwatch.analysis.model import DiagnosticsModel
@@ -101,6 +102,16 @@ def _scalar(value: Any) -> Any:
     return value
 
 
+#: Leaf types orjson always writes as they are (exact types: subclasses take the general path).
+_SETTLED_TYPES = frozenset({type(None), bool, float, np.ndarray})
+
+
+def _settled(value: Any) -> bool:
+    """Whether ``value`` is a leaf :func:`json_safe` would leave as it is (a cheap, exact-type test)."""
+    kind = type(value)
+    return kind in _SETTLED_TYPES or (kind is str and value.isascii())
+
+
 def json_safe(value: Any, *, max_nesting: int = MAX_NESTING) -> Any:
     """``value`` as data orjson always writes, with the same shape otherwise.
 
@@ -124,13 +135,17 @@ def json_safe(value: Any, *, max_nesting: int = MAX_NESTING) -> Any:
         elif isinstance(source, Mapping):
             out: dict[Any, Any] = {}
             for key, item in source.items():
-                safe_key = _scalar(key) if isinstance(key, int | str) else str(key)
+                safe_key = key if type(key) is str and key.isascii() else (
+                    _scalar(key) if isinstance(key, int | str) else str(key))
+                if _settled(item):  # a leaf that is already safe: no trip through the stack
+                    out[safe_key] = item
+                    continue
                 out[safe_key] = None
                 stack.append((item, out, safe_key, depth + 1))
             parent[slot] = out
         else:
-            items: list[Any] = [None] * len(source)
-            stack.extend((item, items, index, depth + 1) for index, item in enumerate(source))
+            items: list[Any] = list(source)
+            stack.extend((item, items, index, depth + 1) for index, item in enumerate(source) if not _settled(item))
             parent[slot] = items
             if isinstance(source, tuple):
                 tuples.append((parent, slot))
