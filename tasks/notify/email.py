@@ -43,7 +43,8 @@ def email_subject(message: Message) -> str:
         job = entry.job
         worst = max((*entry.extra, *job.indicators), key=lambda item: item.severity.level, default=None)
         cause = "" if worst is None else f": {worst.signal} on {worst.where}"
-        subject = f"[stormwatch] {state}{job.verdict}: job {job.job_id}{cause}"
+        attempt = "" if job.attempt is None else f" ({job.attempt.short})"
+        subject = f"[stormwatch] {state}{job.verdict}: job {job.job_id}{cause}{attempt}"
     elif len(entries) == 1:
         subject = f"[stormwatch] {headline(entries[0], _plain)}"
     else:
@@ -59,6 +60,8 @@ def _facts_text(entry: Entry) -> list[str]:
     out = [f"Still firing since {day(entry.since)}"] if entry.state is EntryState.STILL_FIRING else []
     out.append(f"Job: {one_line(job.job_id, 200)}")
     out.append(f"Verdict: {one_line(job.verdict, 20)} - {one_line(job.summary, 300)}")
+    if job.attempt is not None:
+        out.append(f"From: {one_line(job.attempt.description, 300)}")
     if job.missing_text:
         out.append(f"Missing ranks: {job.missing_text} of {job.expected_ranks}")
     if job.report_url:
@@ -90,6 +93,8 @@ def _facts_html(entry: Entry) -> str:
         if entry.state is EntryState.STILL_FIRING:
             rows.append(("Still firing", f"since {day(entry.since)}"))
         rows.append(("Verdict", f"{_h(job.verdict, 20)} &ndash; {_h(job.summary)}"))
+        if job.attempt is not None:
+            rows.append(("From", _h(job.attempt.description)))
         if job.missing_text:
             rows.append(("Missing ranks", f"{job.missing_text} of {job.expected_ranks}"))
     if job.report_url:

@@ -5,7 +5,10 @@ channel after :func:`one_line` has removed control characters and bounded the le
 Times are integer ns since the Unix epoch; ``since_start_ns`` is measured from the
 earliest session start in the document (else its earliest sample or marker). Besides the
 indicators it keeps the job's first OOM marker (``oom``, kind ``oom``) and where each rank ran
-(``placements``: rank, host, device id), which alert inhibition needs. :func:`finding_to_json`
+(``placements``: rank, host, device id), which alert inhibition needs. A job diagnosed as several
+sessions (model.json ``attempts``) is told by its worst attempt: the verdict is already the job's
+worst, the indicators are that attempt's first causes, and ``attempt`` names it (an OOM in an
+earlier attempt is the job's even when its latest attempt is clean). :func:`finding_to_json`
 and :func:`finding_from_json` carry a finding through the alert state.
 """
 
@@ -86,6 +89,30 @@ class IndicatorFact:
 
 
 @dataclass(frozen=True)
+class AttemptRef:
+    """The attempt of a job of several sessions that its first causes come from (model.json's
+    ``worst_session``): ``number`` of ``of`` in time order, its ``status`` (completed, interrupted,
+    running, incomplete) and ``description`` (``attempt 1 of 2, interrupted, OOM on rank 3``)."""
+
+    number: int
+    of: int
+    status: str
+    description: str
+
+    @property
+    def short(self) -> str:
+        """``attempt 1 of 2, interrupted``."""
+        return f"attempt {self.number} of {self.of}, {self.status}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "of": self.of, "status": self.status, "description": self.description}
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> AttemptRef:
+        return cls(int(item["number"]), int(item["of"]), str(item["status"]), str(item["description"]))
+
+
+@dataclass(frozen=True)
 class JobFinding:
     """A diagnosed job as notifications see it; ``report_url`` is the report link, if any."""
 
@@ -100,6 +127,7 @@ class JobFinding:
     oom: IndicatorFact | None = None
     placements: tuple[tuple[int, str, int | None], ...] = ()  # (rank, host, device id), known hosts only
     host: str | None = None  # a suspect-host finding's host (its device is the indicator's rank)
+    attempt: AttemptRef | None = None  # a job of several sessions: the attempt the indicators come from
 
     def rank_at(self, rank: int) -> tuple[str, int | None] | None:
         """(host, device id) where ``rank`` ran, if known."""
@@ -122,6 +150,9 @@ class JobFinding:
             model = document["model"]
             started = _job_start_ns(document)
             indicators = tuple(_indicator(item, started) for item in model["indicators"])
+            attempt, worst = _worst_attempt(document)
+            if worst is not None and worst.get("default") is not True:  # an earlier (or other) attempt is worse
+                indicators = _attempt_indicators(worst, attempt, started)
             verdict = document["verdict"]
             return cls(
                 job_id=str(document["job_id"]),
@@ -134,6 +165,7 @@ class JobFinding:
                 report_url=report_url,
                 oom=_first_oom(model, started) or _attempt_oom(document, started),
                 placements=_placements(document),
+                attempt=attempt,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a stormwatch model.json document: {type(exc).__name__}: {exc}") from None
@@ -166,6 +198,39 @@ def _job_start_ns(document: Mapping[str, Any]) -> int | None:
     for markers in model.get("markers_by_rank", {}).values():
         stamps.extend(int(marker["start_ns"]) for marker in markers if marker.get("start_ns") is not None)
     return min(stamps) if stamps else None
+
+
+def _worst_attempt(document: Mapping[str, Any]) -> tuple[AttemptRef | None, Mapping[str, Any] | None]:
+    """The attempt the job's verdict comes from (``worst_session``) and its model.json entry, for a
+    job diagnosed as several sessions; (None, None) for a job of one."""
+    attempts = document.get("attempts") or ()
+    worst_id = document.get("worst_session")
+    if len(attempts) < 2 or worst_id is None:
+        return None, None
+    entry = next((item for item in attempts if item["session_id"] == worst_id), None)
+    if entry is None:
+        return None, None
+    return AttemptRef(int(entry["attempt"]), int(entry["of"]), str(entry["status"]), str(entry["description"])), entry
+
+
+def _attempt_indicators(entry: Mapping[str, Any], attempt: AttemptRef | None,
+                        started_ns: int | None) -> tuple[IndicatorFact, ...]:
+    """The first causes of an attempt's model.json entry as indicators (earliest, then most severe),
+    each saying which attempt it was found in."""
+    where = "" if attempt is None else f"in {attempt.description} (session {entry['session_id']})"
+    facts = []
+    for kind in ("earliest", "most_severe"):
+        cause = entry.get(kind)
+        if cause is None:
+            continue
+        timestamp_ns = int(cause["timestamp_ns"])
+        phase = cause.get("phase_path")
+        facts.append(IndicatorFact(
+            kind=kind, rank=int(cause["rank"]), severity=Severity(cause["severity"]), signal=str(cause["signal"]),
+            timestamp_ns=timestamp_ns, phase_path=None if phase is None else str(phase), details=where,
+            since_start_ns=None if started_ns is None else timestamp_ns - started_ns,
+        ))
+    return tuple(facts)
 
 
 def _attempt_oom(document: Mapping[str, Any], started_ns: int | None) -> IndicatorFact | None:
@@ -231,12 +296,14 @@ def finding_to_json(job: JobFinding) -> dict[str, Any]:
             "indicators": [fact_to_json(item) for item in job.indicators], "missing_ranks": list(job.missing_ranks),
             "expected_ranks": job.expected_ranks, "started_at_ns": job.started_at_ns, "report_url": job.report_url,
             "oom": None if job.oom is None else fact_to_json(job.oom),
-            "placements": [list(item) for item in job.placements], "host": job.host}
+            "placements": [list(item) for item in job.placements], "host": job.host,
+            "attempt": None if job.attempt is None else job.attempt.as_json()}
 
 
 def finding_from_json(item: Mapping[str, Any]) -> JobFinding:
     """Raises KeyError/TypeError/ValueError on a malformed member."""
     started, url, oom, host = item.get("started_at_ns"), item.get("report_url"), item.get("oom"), item.get("host")
+    attempt = item.get("attempt")
     return JobFinding(
         job_id=str(item["job_id"]), verdict=str(item["verdict"]), summary=str(item.get("summary", "")),
         indicators=tuple(fact_from_json(fact) for fact in item.get("indicators", ())),
@@ -246,4 +313,5 @@ def finding_from_json(item: Mapping[str, Any]) -> JobFinding:
         placements=tuple((int(rank), str(where), None if device is None else int(device))
                          for rank, where, device in item.get("placements", ())),
         host=None if host is None else str(host),
+        attempt=None if attempt is None else AttemptRef.from_json(attempt),
     )

@@ -74,7 +74,8 @@ def headline(entry: Entry, esc: Escape) -> str:
     facts = (*entry.extra, *job.indicators)
     worst = max(facts, key=lambda item: item.severity.level, default=None)
     cause = "" if worst is None else f": {esc(worst.signal, 100)} on {worst.where}"
-    line = f"job {esc(job.job_id, 150)} is {esc(job.verdict, 20)}{cause}"
+    attempt = "" if job.attempt is None else f" ({esc(job.attempt.short, 100)})"
+    line = f"job {esc(job.job_id, 150)} is {esc(job.verdict, 20)}{cause}{attempt}"
     return f"still firing since {day(entry.since)}: {line}" if entry.state is EntryState.STILL_FIRING else line
 
 

@@ -61,6 +61,8 @@ def job_section_text(job: JobFinding, *, head: Sequence[str] = (), extra: Sequen
 
     def build(with_details: bool) -> str:
         lines = [*head, f"*Job:* {slack_escape(job.job_id, 150)} · *verdict:* {slack_escape(job.verdict, 20)}"]
+        if job.attempt is not None:
+            lines.append(f"*From:* {slack_escape(job.attempt.description, 300)}")
         if job.missing_text:
             lines.append(f"*Missing ranks:* {job.missing_text} of {job.expected_ranks}")
         link = slack_link(job.report_url)

@@ -173,5 +173,11 @@ def test_an_earlier_attempts_oom_is_the_jobs_oom(tmp_path: Path) -> None:
                             options=DiagnoseOptions(all_sessions=True)).document
     job = JobFinding.from_document(orjson.loads(dumps_document(document)), report_url=None)
     assert job.oom is not None and job.oom.rank == 1 and "attempt 1 of 2" in job.oom.details
+    assert job.attempt is not None and job.attempt.description == "attempt 1 of 2, interrupted, OOM on rank 1"
     observed = observe([job], names=NAMES, known_runs={}, fleet_evaluated=False)
-    assert [item.fingerprint for item in observed.observations] == [Fingerprint("llama-8r", AlertKind.OOM, "oom")]
+    # the worst attempt's first causes (the OOM's error event on rank 1) and the job's OOM, which inhibits them
+    assert [item.fingerprint for item in observed.observations] == [
+        Fingerprint("llama-8r", AlertKind.EARLIEST, "alert:error"),
+        Fingerprint("llama-8r", AlertKind.MOST_SEVERE, "alert:error"),
+        Fingerprint("llama-8r", AlertKind.OOM, "oom"),
+    ]
