@@ -18,10 +18,8 @@ from typing import TypeVar
 from stormwatch.tasks.notify.config_file import ConfigError
 from stormwatch.tasks.notify.routes import Receiver, RouteTable, parse_routes
 from stormwatch.tasks.notify.silences import SilenceBook, read_silences
-from stormwatch.tasks.storage.protocol import Storage
+from stormwatch.tasks.storage.protocol import ROUTES_KEY, SILENCES_KEY, Storage
 
-ROUTES_KEY = "routes.toml"
-SILENCES_KEY = "silences.json"
 _JSON = "application/json"
 _ROUNDS = 5
 T = TypeVar("T")

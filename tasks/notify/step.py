@@ -33,6 +33,7 @@ from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySet
 from stormwatch.tasks.notify.ledger import LedgerState, read_ledger, undecided
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
+    ALERTS_KEY,
     FLEET_JSON_KEY,
     INDEX_HTML_KEY,
     NOTIFICATIONS_KEY,
@@ -41,7 +42,6 @@ from stormwatch.tasks.storage.protocol import (
     model_json_key,
 )
 
-ALERTS_KEY = "alerts.json"
 _JSON = "application/json"
 _COMMIT_ROUNDS = 5
 

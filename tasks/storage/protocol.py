@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
+from stormwatch.history.schema import HISTORY_FOLDER
 from stormwatch.load.tree import ArtifactTree, Entry
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError, segment_problem
 
@@ -35,7 +36,12 @@ INDEX_HTML_KEY = "index.html"
 FLEET_JSON_KEY = "fleet.json"
 FLEET_PARQUET_KEY = "fleet.parquet"
 NOTIFICATIONS_KEY = "notifications.jsonl"
-FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY})
+ALERTS_KEY = "alerts.json"  # the alert state (stormwatch.tasks.notify.step)
+ROUTES_KEY = "routes.toml"  # notification routes kept in storage (stormwatch.tasks.notify.config_store)
+SILENCES_KEY = "silences.json"  # silences (stormwatch silence add/list/expire)
+#: Names at the top of the report folder that are no job's: a job id equal to one is refused.
+FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY,
+                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, HISTORY_FOLDER})
 LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (stormwatch.tasks.storage.lease), never a job id
 
 StorageScheme = Literal["file", "s3"]

@@ -79,7 +79,8 @@ def test_job_entries_hold_relative_keys_sizes_and_versions(backend: Backend) -> 
         assert entry.version == backend.version(f"jobs/job-1/{entry.key}")
 
 
-@pytest.mark.parametrize("raw", ["..", "a/b", "/abs", "a%2fb", "index.html", "x\x00"])
+@pytest.mark.parametrize("raw", ["..", "a/b", "/abs", "a%2fb", "index.html", "x\x00", "alerts.json", "routes.toml",
+                                 "silences.json", "history"])
 def test_job_operations_refuse_invalid_ids(backend: Backend, raw: str) -> None:
     for call in (backend.storage.job_entries, backend.storage.fetch_job, backend.storage.job_source):
         with pytest.raises(InvalidJobIdError):
