@@ -95,7 +95,7 @@ def run_add(args: argparse.Namespace) -> int:
         return _usage(str(exc))
     now = _now()
     if until <= now:
-        return _usage(f"--until {until.isoformat()} is not in the future")
+        return _usage(f"--until {args.until} (silenced until {until.isoformat()}) is not in the future")
     reason = " ".join(args.reason.split())
     if not reason or len(reason) > MAX_REASON_CHARS:
         return _usage(f"--reason must be 1 to {MAX_REASON_CHARS} characters")
