@@ -2,9 +2,10 @@
 
 :func:`diagnose_job` loads the job once (:func:`~stormwatch.load.loader.load_sessions`), splits it
 into its session groups (stormlog's distributed rank groups, its legacy merge, and every session
-outside a group), diagnoses each of them on a thread pool (:func:`~stormwatch.diagnose.diagnose_loaded`
+outside a group), diagnoses each of them (:func:`~stormwatch.diagnose.diagnose_loaded`
 over the session's own events: its model equals stormlog 0.3.5's for that session id), and
-assembles the job document (:mod:`stormwatch.outputs.job_document`).
+assembles the job document (:mod:`stormwatch.outputs.job_document`). Sessions are built on a thread
+pool of ``workers`` threads; one by default (:data:`DEFAULT_SESSION_THREADS` says why).
 
 Limits: at most ``options.max_sessions`` groups are diagnosed, the default session and the most
 recent others; the rest are listed (attempts without a verdict) and counted, with a warning. A
@@ -214,9 +215,19 @@ def _assemble(inputs: _JobInputs, sessions: tuple[SessionResult, ...]) -> JobDia
     return JobDiagnosis(inputs.job_id, main, sessions, tuple(attempts), verdict, document, inputs)
 
 
-def session_workers(sessions: int) -> int:
-    """Threads building a job's sessions: one per core, at most one per session."""
-    return max(1, min(sessions, os.cpu_count() or 1))
+#: Threads building a job's sessions by default. Measured on 2 cores (bench/sessions_bench.py):
+#: a session's work (markers, model, facts, the JSON-safe document) holds the GIL nearly all the
+#: time, so two threads took 96 ms where one took 86 for the five sessions of the bench job (and
+#: gained nothing on 4 x 20k-sample sessions either): the default is one thread. ``workers`` (or
+#: :func:`session_workers` with ``threads``) asks for more where the work releases the GIL.
+DEFAULT_SESSION_THREADS = 1
+
+
+def session_workers(sessions: int, *, threads: int | None = None) -> int:
+    """Threads building ``sessions`` sessions: ``threads`` (None: :data:`DEFAULT_SESSION_THREADS`;
+    0: one per core), at most one per session, at least one."""
+    wanted = DEFAULT_SESSION_THREADS if threads is None else threads or (os.cpu_count() or 1)
+    return max(1, min(sessions, wanted))
 
 
 def diagnose_job(
@@ -229,7 +240,7 @@ def diagnose_job(
     workers: int | None = None,
 ) -> JobDiagnosis:
     """Diagnose the job in ``source``: every session group with ``options.all_sessions`` (on
-    ``workers`` threads, default :func:`session_workers`), else one session.
+    ``workers`` threads, default :func:`session_workers`; 0: one per core), else one session.
 
     Raises as :func:`~stormwatch.diagnose.diagnose` does (a malformed rank filter, a job over its
     event cap, an unknown ``options.session_id``), and RuntimeError when no session could be diagnosed.
@@ -243,7 +254,7 @@ def diagnose_job(
                                options=options, fingerprint=fingerprint)
         return JobDiagnosis(job_id, main, verdict=main.verdict, document=main.document)
     chosen = _chosen(groups, job.default_session_id, options.max_sessions)
-    count = workers or session_workers(len(chosen))
+    count = session_workers(len(chosen), threads=workers)
     common: dict[str, Any] = {"job": job, "job_id": job_id, "source_name": source_name, "options": options,
                               "fingerprint": fingerprint}
     if count == 1 or len(chosen) == 1:

@@ -58,8 +58,8 @@ class AuditOptions:
     ``report_base_url``: where ``reports/`` is served over http(s), for links in
     notifications (else links are the storage's own ``s3://`` or ``file://`` URIs).
     ``job_retry``: attempts and waits for a job whose storage or network step failed transiently.
-    ``session_workers``: threads building one job's sessions (None: one per core, at most one per
-    session); it changes no output.
+    ``session_workers``: threads building one job's sessions (None: the engine's default, one; 0: one
+    per core); it changes no output.
     """
 
     diagnose: DiagnoseOptions = DiagnoseOptions()

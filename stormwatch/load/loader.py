@@ -1,4 +1,6 @@
-"""``load_artifacts``: a job's telemetry as one events DataFrame plus its sessions.
+"""``load_artifacts``: a job's telemetry as one events DataFrame plus its sessions;
+``load_sessions``: every session of the job from the same single parse (:class:`JobLoad`), which
+``load_artifacts`` narrows to one session (``--session``, else stormlog's default).
 
 Path semantics:
 
