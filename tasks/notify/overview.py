@@ -24,8 +24,9 @@ from datetime import datetime
 from typing import Any
 
 from stormwatch.tasks.notify.alert_state import AlertBook, AlertRecord, AlertStatus
+from stormwatch.tasks.notify.findings import KIND_LABELS
 from stormwatch.tasks.notify.ledger import ChannelStatus
-from stormwatch.tasks.notify.observations import Fingerprint
+from stormwatch.tasks.notify.observations import AlertKind, Fingerprint
 from stormwatch.tasks.notify.routes import Receiver, RouteTable
 
 MAX_ALERTS = 200
@@ -58,7 +59,25 @@ def _item(record: AlertRecord, status: str, receiver: Receiver) -> dict[str, Any
             "kind": fingerprint.kind.value, "signal": fingerprint.signal, "host": fingerprint.host,
             "device": fingerprint.device, "severity": record.severity.value, "status": status,
             "since": record.started_at, "last_sent": max((item for item in told if item), default=None),
-            "resolved_at": record.resolved_at, "by": record.silenced_by or record.inhibited_by}
+            "resolved_at": record.resolved_at, "by": held_by(record.silenced_by, record.inhibited_by)}
+
+
+def held_by(silenced_by: str | None, inhibited_by: str | None) -> str | None:
+    """What holds an alert back, for people: ``silence s-1a2b3c4d``, ``OOM of llama-8r``,
+    ``suspect device node-3 #1`` (the inhibiting alert's fingerprint text read back)."""
+    if silenced_by is not None:
+        return f"silence {silenced_by}"
+    source = inhibited_by
+    if source is None:
+        return None
+    parts = source.split("|")
+    if len(parts) >= 4 and parts[-3] == AlertKind.SUSPECT_HOST.value:  # (empty job name), kind, signal, host#device
+        host, _, device = parts[-1].rpartition("#")
+        return f"suspect device {host} #{device}" if device else f"suspect host {host}"
+    if len(parts) < 3:
+        return source
+    job_name, kind, _ = source.rsplit("|", 2)
+    return f"{KIND_LABELS.get(kind, kind)} of {job_name}"
 
 
 def alert_overview(book: AlertBook, routes: RouteTable, *, now: datetime, problems: Sequence[str] = ()
