@@ -112,6 +112,9 @@ def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
     most_severe = job.get("most_severe") if isinstance(job.get("most_severe"), Mapping) else None
     worst = _known(most_severe.get("severity") if most_severe else None, SEVERITY_ORDER)
     cause, detail = _cause(job.get("earliest"))
+    attempt = job.get("worst_attempt")
+    if isinstance(attempt, str) and attempt and cause:  # a job of several sessions: which one the cause is from
+        detail = " · ".join(part for part in (detail, f"in {attempt}") if part)
     severe, _ = _cause(most_severe)
     present, expected = as_int(job.get("ranks_present")), as_int(job.get("ranks_expected"))
     missing = [rank for rank in as_list(job.get("missing_ranks")) if as_int(rank) is not None]

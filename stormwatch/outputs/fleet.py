@@ -6,8 +6,9 @@ Failed and refused jobs get a row with their error and no verdict.
 
 A job diagnosed session by session (model.json's ``attempts``, see
 :mod:`stormwatch.outputs.attempts`) gets, in fleet.json, its ``session_count``, its
-``worst_session`` (the session its verdict comes from) and that session's first causes
-(``earliest``, ``most_severe``); in fleet.parquet, the rank rows of every session it diagnosed,
+``worst_session`` (the session its verdict comes from), ``worst_attempt`` (that attempt described,
+``attempt 1 of 2, interrupted, OOM on rank 3``) and that session's first causes (``earliest``,
+``most_severe``); in fleet.parquet, the rank rows of every session it diagnosed,
 each with its ``session_id`` and ``session_verdict`` beside the job's ``verdict``. A document
 without ``attempts`` is one session: the one it names (``selected_session_id``).
 
@@ -64,6 +65,7 @@ class FleetRow:
     coverage: dict[str, Any] | None = None  # fleet.coverage; None when the document had no fleet facts
     session_count: int | None = None  # the job's sessions (diagnosed or not); None: not known
     worst_session: str | None = None  # the session id the verdict comes from
+    worst_attempt: str | None = None  # a job of several sessions: that session's attempt, described
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -159,8 +161,14 @@ def row_from_document(
         coverage=None if fleet.get("coverage") is None else dict(fleet["coverage"]),
         session_count=document.get("session_count", len(attempts) or None),
         worst_session=document.get("worst_session"),
+        worst_attempt=_description(worst) if len(attempts) > 1 else None,
         rank_rows=rows,
     )
+
+
+def _description(attempt: Mapping[str, Any] | None) -> str | None:
+    text = None if attempt is None else attempt.get("description")
+    return text if isinstance(text, str) else None
 
 
 def failed_row(job_id: str, *, status: JobStatus, error: str) -> FleetRow:

@@ -34,7 +34,8 @@ def test_demo_writes_the_fleet_and_audits_it(tmp_path: Path, capsys: pytest.Capt
     assert (root / "reports" / "restarted" / "sessions" / first["session_id"] / "report.html").is_file()
     broken = orjson.loads((root / "reports" / "broken-artifact" / "model.json").read_bytes())
     assert any("rank_1/telemetry.jsonl:11:" in warning for warning in broken["warnings"])
-    assert (root / "reports" / "index.html").is_file()
+    index = (root / "reports" / "index.html").read_text()
+    assert "in attempt 1 of 2, interrupted, OOM on rank 3" in index  # the index says which attempt the cause is from
     assert all((root / "reports" / job / "report.html").is_file() for job in verdicts)
     out = capsys.readouterr().out
     assert "audited 7 jobs: 7 diagnosed" in out and "critical: collective-spike, drifting-rank, oom, restarted" in out

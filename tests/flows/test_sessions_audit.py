@@ -47,6 +47,7 @@ def test_the_audit_and_post_job_judge_a_job_by_its_worst_session(backend: Backen
     first, second = job["attempts"]
     assert (rows["train-7b"]["verdict"], rows["train-7b"]["session_count"]) == ("critical", 2)
     assert rows["train-7b"]["worst_session"] == first["session_id"]
+    assert rows["train-7b"]["worst_attempt"] == first["description"] and rows["clean-job"]["worst_attempt"] is None
     assert rows["train-7b"]["most_severe"]["signal"] == "alert:error"
     assert (rows["clean-job"]["verdict"], rows["clean-job"]["session_count"]) == ("clean", 1)
     for attempt in (first, second):
