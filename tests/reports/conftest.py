@@ -85,9 +85,13 @@ def _require_chromium() -> None:
     pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium); these browser tests run under CI=true")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless, driven by Playwright (no bundled browser is downloaded)."""
+    """Debian's Chromium, headless, driven by Playwright (no bundled browser is downloaded).
+
+    Package-scoped: Playwright's sync API keeps an asyncio loop running on the main thread while
+    it lives, and Prefect's sync calls made under a running loop return coroutines, so the browser
+    must be gone before tests outside this package (flows, tasks) run, whatever the order."""
     _require_chromium()
     from playwright.sync_api import sync_playwright  # a test dependency: missing it is an error, never a skip
 
