@@ -106,6 +106,9 @@ def summary_lines(diagnosis: JobDiagnosis, written: list[Path]) -> list[str]:
                                               (" [verdict]", attempt.session_id == diagnosis.document.get(
                                                   "worst_session"))) if on)
         lines.append(f"  {attempt.describe()} - session {attempt.session_id}{marks}")
+    if not diagnosis.attempts and diagnosis.group_count > 1:
+        lines.append(f"  sessions        {diagnosis.group_count} attempts found; this is session "
+                     f"{main.loaded.selected_session_id} only (--all-sessions diagnoses every one)")
     origin = main.started_at_ns
     labels = {"earliest": "earliest cause", "most_severe": "most severe"}
     for indicator in model.indicators:

@@ -66,7 +66,8 @@ class JobDiagnosis:
     """A job's diagnosis: ``main`` the session its document shows (the default one), ``sessions``
     every session group diagnosed (none without ``all_sessions``), ``attempts`` every group in time
     order, ``verdict`` and ``document`` the job's. ``session_documents``: the per-session documents
-    (the history keeps a job per session), else the job's document alone."""
+    (the history keeps a job per session), else the job's document alone. ``group_count``: the
+    session groups the job holds, whether or not each was diagnosed."""
 
     job_id: str
     main: Diagnosis
@@ -75,6 +76,7 @@ class JobDiagnosis:
     verdict: Verdict | None = None
     document: dict[str, Any] = field(default_factory=dict, repr=False)
     inputs: _JobInputs | None = field(default=None, repr=False)
+    group_count: int = 1
 
     @property
     def session_documents(self) -> tuple[dict[str, Any], ...]:
@@ -212,7 +214,8 @@ def _assemble(inputs: _JobInputs, sessions: tuple[SessionResult, ...]) -> JobDia
     document = job_document(main.document, attempts=attempts, ranks=ranks, verdict=verdict,
                             options=inputs.options.recorded(), warnings=_warnings(inputs, attempts),
                             session_count=len(inputs.groups))
-    return JobDiagnosis(inputs.job_id, main, sessions, tuple(attempts), verdict, document, inputs)
+    return JobDiagnosis(inputs.job_id, main, sessions, tuple(attempts), verdict, document, inputs,
+                        group_count=len(inputs.groups))
 
 
 #: Threads building a job's sessions by default. Measured on 2 cores (bench/sessions_bench.py):
@@ -252,7 +255,8 @@ def diagnose_job(
     if not options.all_sessions or not groups:
         main = diagnose_loaded(job.result_for(options.session_id), job_id=job_id, source_name=source_name,
                                options=options, fingerprint=fingerprint)
-        return JobDiagnosis(job_id, main, verdict=main.verdict, document=main.document)
+        return JobDiagnosis(job_id, main, verdict=main.verdict, document=main.document,
+                            group_count=max(1, len(groups)))
     chosen = _chosen(groups, job.default_session_id, options.max_sessions)
     count = session_workers(len(chosen), threads=workers)
     common: dict[str, Any] = {"job": job, "job_id": job_id, "source_name": source_name, "options": options,

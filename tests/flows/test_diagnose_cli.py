@@ -137,7 +137,9 @@ def restarted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_all_sessions_flags_the_earlier_attempt_and_writes_every_session(
         restarted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(restarted), "--out", str(tmp_path / "one"), "--fail-on", "critical"]) == 0
-    assert "train-7b: CLEAN (exit 0)" in capsys.readouterr().out  # one session: stormlog's default, the restart
+    out = capsys.readouterr().out
+    assert "train-7b: CLEAN (exit 0)" in out  # one session: stormlog's default, the restart
+    assert "  sessions        2 attempts found; this is session " in out and "--all-sessions diagnoses" in out
     assert main(["diagnose", str(restarted), "--out", str(tmp_path / "all"), "--all-sessions",
                  "--fail-on", "critical"]) == 3
     lines = capsys.readouterr().out.splitlines()
