@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.alert_state import AlertRecord, AlertStatus, TargetState, Transition
+from stormwatch.tasks.notify.alert_records import AlertRecord, AlertStatus, TargetState, Transition
 from stormwatch.tasks.notify.ledger import ChannelName, ChannelStatus
 from stormwatch.tasks.notify.observations import Fingerprint
 from stormwatch.tasks.notify.policy import AlertPolicy

@@ -27,16 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from stormwatch.tasks.notify.alert_state import (
-    AlertBook,
-    AlertRecord,
-    AlertStatus,
-    TargetState,
-    Transition,
-    advance,
-    read_book,
-    seeded,
-)
+from stormwatch.tasks.notify.alert_file import AlertBook, read_book
+from stormwatch.tasks.notify.alert_records import AlertRecord, AlertStatus, TargetState, Transition
+from stormwatch.tasks.notify.alert_state import advance, seeded
 from stormwatch.tasks.notify.decisions import (
     Circumstances,
     TargetPlan,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.alert_state import AlertRecord
+from stormwatch.tasks.notify.alert_records import AlertRecord
 from stormwatch.tasks.notify.decisions import Action, TargetPlan
 from stormwatch.tasks.notify.inhibition import Inhibitions
 from stormwatch.tasks.notify.ledger import ChannelName

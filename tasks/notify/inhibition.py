@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.alert_state import AlertRecord, AlertStatus
+from stormwatch.tasks.notify.alert_records import AlertRecord, AlertStatus
 from stormwatch.tasks.notify.observations import AlertKind, Fingerprint
 
 JOB_LEVEL = (AlertKind.OOM, AlertKind.MISSING_RANKS)

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from stormwatch.tasks.notify.alert_state import AlertBook, AlertRecord, AlertStatus
+from stormwatch.tasks.notify.alert_file import AlertBook
+from stormwatch.tasks.notify.alert_records import AlertRecord, AlertStatus
 from stormwatch.tasks.notify.findings import KIND_LABELS
 from stormwatch.tasks.notify.ledger import ChannelStatus
 from stormwatch.tasks.notify.observations import AlertKind, Fingerprint
