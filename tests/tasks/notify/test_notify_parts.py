@@ -117,6 +117,16 @@ def test_one_line(raw: str, limit: int, text: str) -> None:
     assert one_line(raw, limit) == text
 
 
+def test_one_line_blanks_exactly_the_control_format_and_line_separator_characters() -> None:
+    """Every code point, alone (the printable fast path) and all together (the per-character pass)."""
+    import unicodedata
+
+    every = [chr(point) for point in range(0x110000)]
+    blanked = {ch for ch in every if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")}
+    assert {ch for ch in every if one_line(ch) != ch} == blanked and {one_line(ch) for ch in blanked} == {" "}
+    assert one_line("".join(every), len(every)) == "".join(" " if ch in blanked else ch for ch in every)
+
+
 @pytest.mark.parametrize(
     ("raw", "escaped"),
     [
