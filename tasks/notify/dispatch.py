@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from stormwatch.tasks.notify import collector
 from stormwatch.tasks.notify.alert_file import AlertBook, read_book
 from stormwatch.tasks.notify.alert_records import AlertRecord, AlertStatus, TargetState, Transition
 from stormwatch.tasks.notify.alert_state import advance, seeded
@@ -40,7 +41,7 @@ from stormwatch.tasks.notify.decisions import (
 )
 from stormwatch.tasks.notify.delivery import Delivery
 from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding
-from stormwatch.tasks.notify.grouping import outgoing
+from stormwatch.tasks.notify.grouping import Outgoing, outgoing
 from stormwatch.tasks.notify.inhibition import Inhibitions, inhibit
 from stormwatch.tasks.notify.ledger import (
     DEFAULT_RECEIVER,
@@ -55,7 +56,7 @@ from stormwatch.tasks.notify.ledger import (
     pending_job_ids,
     read_ledger,
 )
-from stormwatch.tasks.notify.observations import Fingerprint, observe
+from stormwatch.tasks.notify.observations import Fingerprint, RunMark, observe
 from stormwatch.tasks.notify.overview import alert_overview
 from stormwatch.tasks.notify.routes import Receiver, RouteTable
 from stormwatch.tasks.notify.secrets import SecretRef
@@ -214,6 +215,53 @@ def _notes(state: LedgerState, config: Mapping[str, str | None], stamp: str) -> 
     return out
 
 
+def _claimed(decided: _Decided, runs: Mapping[str, RunMark], *, token: str, now: str) -> bytes:
+    """The alert state with this call's sends claimed (``token``), the other targets held."""
+
+    def state_of(record: AlertRecord, plan: TargetPlan) -> TargetState:
+        previous = record.targets.get(plan.target)
+        return claimed_state(previous, plan, token=token, now=now) if plan.action.sends else held_state(previous, plan)
+
+    return AlertBook(_with_targets(decided, state_of).records, runs).to_bytes()
+
+
+def _settled_result(decided: _Decided, runs: Mapping[str, RunMark], messages: Sequence[Outgoing],
+                    deliveries: Sequence[Delivery], *, ledger: bytes | None, state: LedgerState,
+                    problems: tuple[str, ...], token: str, table: RouteTable, config: Mapping[str, str | None],
+                    now: datetime) -> NotifyResult:
+    """After the sends: each target's outcome, the new alert state, ledger lines and overview."""
+    stamp = now.isoformat()
+    settled: dict[tuple[Fingerprint, str], TargetState] = {}
+    plan_of = {(plan.fingerprint, plan.target): plan for plans in decided.plans.values() for plan in plans}
+    for item, delivery in zip(messages, deliveries, strict=True):
+        for fingerprint in item.alerts:
+            plan = plan_of[fingerprint, item.target]
+            previous = decided.records[fingerprint].targets.get(item.target)
+            settled[fingerprint, item.target] = sent_state(previous, plan, ok=delivery.ok, attempts=delivery.attempts,
+                                                           error=delivery.error, now=stamp)
+
+    def state_of(record: AlertRecord, plan: TargetPlan) -> TargetState:
+        done = settled.get((record.fingerprint, plan.target))
+        return done if done is not None else held_state(record.targets.get(plan.target), plan)
+
+    new_book = AlertBook(_with_targets(decided, state_of).records, runs)
+    decisions, skipped = _lines(decided, settled, state, stamp)
+    notes = _notes(state, config, stamp)
+    return NotifyResult(
+        ledger=append_lines(ledger, [*notes, *decisions]),
+        decisions=tuple(decisions),
+        sent=sum(1 for item in deliveries if item.ok),
+        failed=sum(1 for item in deliveries if not item.ok),
+        skipped=skipped,
+        problems=problems,
+        alerts=new_book.to_bytes(),
+        token=token,
+        settled=settled,
+        overview=alert_overview(new_book, table, now=now, problems=[e for e in config.values() if e]),
+        notes=tuple(notes),
+    )
+
+
 def notify_jobs(
     jobs: Sequence[JobFinding],
     *,
@@ -238,64 +286,32 @@ def notify_jobs(
     """
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     stamp = now.isoformat()
-    state = read_ledger(ledger)
-    book = read_book(alerts)
-    names = settings.alerting.job_names()
-    observed = observe(jobs, names=names, known_runs=book.runs, fleet_evaluated=fleet_evaluated)
-    advanced, transitions = advance(book, observed, now=now)
-    if alerts is None:
-        advanced = seeded(advanced, transitions, state.latest, names)
-    table = routes or RouteTable.only(default_receiver(settings))
-    decided = _decide(advanced, transitions, table, silences or SilenceBook(), settings, now)
     token = uuid.uuid4().hex
+    with collector.paused():  # with the block after the sends: next audit's step (5k jobs) 2.63 -> 1.80 s
+        state = read_ledger(ledger)
+        book = read_book(alerts)
+        names = settings.alerting.job_names()
+        observed = observe(jobs, names=names, known_runs=book.runs, fleet_evaluated=fleet_evaluated)
+        advanced, transitions = advance(book, observed, now=now)
+        if alerts is None:
+            advanced = seeded(advanced, transitions, state.latest, names)
+        table = routes or RouteTable.only(default_receiver(settings))
+        decided = _decide(advanced, transitions, table, silences or SilenceBook(), settings, now)
+        sending = any(plan.action.sends for plans in decided.plans.values() for plan in plans)
+        claimed = _claimed(decided, advanced.runs, token=token, now=stamp) if sending and claim is not None else None
+        messages = outgoing([plan for plans in decided.plans.values() for plan in plans], decided.records,
+                            decided.inhibitions, group_above=settings.alerting.group_above, digest=settings.digest,
+                            notify_on=settings.notify_on)
     problems = (*state.problems, *book.problems, *(error for error in (config or {}).values() if error))
     for problem in problems:
         log.warning("notify: %s", problem)
-    sending = any(plan.action.sends for plans in decided.plans.values() for plan in plans)
-
-    def final(settled: Settled) -> AlertBook:
-        def state_of(record: AlertRecord, plan: TargetPlan) -> TargetState:
-            previous = record.targets.get(plan.target)
-            done = settled.get((record.fingerprint, plan.target))
-            return done if done is not None else held_state(previous, plan)
-
-        return AlertBook(_with_targets(decided, state_of).records, advanced.runs)
-
-    if sending and claim is not None:
-        claimed = _with_targets(decided, lambda record, plan: claimed_state(
-            record.targets.get(plan.target), plan, token=token, now=stamp) if plan.action.sends
-            else held_state(record.targets.get(plan.target), plan))
-        if not claim(AlertBook(claimed.records, advanced.runs).to_bytes()):
-            reason = "the alert state changed meanwhile (another audit is notifying)"
-            log.warning("notify: nothing sent: %s", reason)
-            return NotifyResult(ledger or b"", (), 0, 0, 0, problems, b"", token, {}, {}, (), reason)
-    messages = outgoing([plan for plans in decided.plans.values() for plan in plans], decided.records,
-                        decided.inhibitions, group_above=settings.alerting.group_above, digest=settings.digest,
-                        notify_on=settings.notify_on)
+    if claimed is not None and claim is not None and not claim(claimed):
+        reason = "the alert state changed meanwhile (another audit is notifying)"
+        log.warning("notify: nothing sent: %s", reason)
+        return NotifyResult(ledger or b"", (), 0, 0, 0, problems, b"", token, {}, {}, (), reason)
     deliveries: list[Delivery] = send_all(messages, settings) if messages else []
-    settled: dict[tuple[Fingerprint, str], TargetState] = {}
-    plan_of = {(plan.fingerprint, plan.target): plan for plans in decided.plans.values() for plan in plans}
-    for item, delivery in zip(messages, deliveries, strict=True):
-        for fingerprint in item.alerts:
-            plan = plan_of[fingerprint, item.target]
-            previous = decided.records[fingerprint].targets.get(item.target)
-            settled[fingerprint, item.target] = sent_state(previous, plan, ok=delivery.ok, attempts=delivery.attempts,
-                                                           error=delivery.error, now=stamp)
-    new_book = final(settled)
-    decisions, skipped = _lines(decided, settled, state, stamp)
-    notes = _notes(state, config or {}, stamp)
-    result = NotifyResult(
-        ledger=append_lines(ledger, [*notes, *decisions]),
-        decisions=tuple(decisions),
-        sent=sum(1 for item in deliveries if item.ok),
-        failed=sum(1 for item in deliveries if not item.ok),
-        skipped=skipped,
-        problems=problems,
-        alerts=new_book.to_bytes(),
-        token=token,
-        settled=settled,
-        overview=alert_overview(new_book, table, now=now, problems=[e for e in (config or {}).values() if e]),
-        notes=tuple(notes),
-    )
+    with collector.paused():
+        result = _settled_result(decided, advanced.runs, messages, deliveries, ledger=ledger, state=state,
+                                 problems=problems, token=token, table=table, config=config or {}, now=now)
     log.info("notify: %s", result.summary())
     return result
