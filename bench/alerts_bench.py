@@ -10,7 +10,8 @@ next runs: every tenth job clean (its alerts resolve), every tenth from another 
 resolve and fire), the rest the same findings again.
 
 Timed, best of ``--repeat``: ``read_book`` of night 1's alerts.json; ``observe`` + ``advance`` with
-night 2's findings; ``to_bytes`` of the advanced state; and the notify step end to end
+night 2's findings; ``to_bytes`` of the advanced state; their sum (``state_s``: ``read_book`` pauses
+the garbage collector, whose deferred work then lands in ``advance``); and the notify step end to end
 (``notify_step`` over a local storage root: ledger, alert state, routes, claims, sends, commit,
 fleet.json and the index) for the first audit (no state) and the next one (night 2 over night 1's
 state). fleet.json starts with no rows (the index renders only its alerts section).
@@ -61,8 +62,8 @@ DAY_NS = 86_400 * 10**9
 SHAPES = ("alerts", "collective", "collective_missing", "hostile", "alerts", "warning_only", "collective_missing",
           "missing")
 NAMES = JobNamePattern()
-FIGURES = ("alerts", "bytes", "bytes_per_alert", "read_s", "advance_s", "write_s", "step_first_s", "step_next_s",
-           "bytes_next")
+FIGURES = ("alerts", "bytes", "bytes_per_alert", "read_s", "advance_s", "write_s", "state_s", "step_first_s",
+           "step_next_s", "bytes_next")
 
 
 def timed(fn: Callable[[], T]) -> tuple[float, T]:
@@ -166,10 +167,16 @@ def cell(name: str, value: float | None) -> str:
     return f"{value:,.0f}"
 
 
+def with_sum(figures: dict[str, float]) -> dict[str, float]:
+    """``state_s``: read + advance + write (a pause of the collector in one moves its work to the next)."""
+    parts = ("read_s", "advance_s", "write_s")
+    return {**figures, "state_s": sum(figures[name] for name in parts)} if all(n in figures for n in parts) else figures
+
+
 def report(figures: dict[str, dict[str, float]], before: dict[str, dict[str, float]] | None) -> None:
     print(f"{'jobs':>6} {'figure':<16} {'before':>10} {'after':>10} {'after/before':>13}")
-    for jobs, now in figures.items():
-        old = (before or {}).get(jobs, {})
+    for jobs, found in figures.items():
+        now, old = with_sum(found), with_sum((before or {}).get(jobs, {}))
         for name in FIGURES:
             mine, theirs = now.get(name), old.get(name)
             ratio = f"{mine / theirs:.2f}x" if mine is not None and theirs else ""

@@ -246,7 +246,7 @@ def read_book(data: bytes | None) -> AlertBook:
     """The alert state from ``alerts.json`` bytes (None: no state yet), version 1 or 2."""
     if not data:
         return AlertBook()
-    with collector.paused():  # 11,875 alerts read in 0.22 s, not 0.37 (best of 6)
+    with collector.paused():  # 5k jobs' read, advance, write: 0.88 -> 0.76 s (deferred collection included)
         return _read(data)
 
 
