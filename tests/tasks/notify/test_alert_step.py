@@ -122,7 +122,7 @@ def test_a_silenced_alert_is_recorded_never_sent_and_sent_once_the_silence_ends(
     assert len(earliest) == 1 and "*Earliest:*" in slack_text(earliest[0])
     board = fleet(storage)["alerts"]["receivers"][0]
     assert [(item["kind"], item["status"], item["by"]) for item in board["alerts"]] == [
-        ("most_severe", "silenced", held.id), ("earliest", "still_firing", None)]
+        ("most_severe", "silenced", f"silence {held.id}"), ("earliest", "still_firing", None)]
 
     notify_step(storage, [finding("collective", "llama-8r-013")], settings=settings(webhook),
                 now=NOW + timedelta(days=3))  # expired: ignored
