@@ -37,6 +37,7 @@ from stormwatch.reports.jobattempts import PageNav
 from stormwatch.reports.render import render_job
 from stormwatch.tasks.notify.dispatch import JobFinding
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy, is_transient
+from stormwatch.tasks.stale_sessions import listed_folders, prune_sessions, written_folders
 from stormwatch.tasks.storage.inventory import JobInputs
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
@@ -146,7 +147,8 @@ def audit_one(
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
-    return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options, earlier=earlier)
+    return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options, earlier=earlier,
+                           listed_sessions=listed_folders(storage, job_id))
 
 
 def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: str) -> JobDiagnosis:
@@ -174,11 +176,14 @@ def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: s
 
 
 def diagnose_inputs(
-    storage: Storage, job: JobInputs, *, options: AuditOptions, earlier: pd.DataFrame | None = None
+    storage: Storage, job: JobInputs, *, options: AuditOptions, earlier: pd.DataFrame | None = None,
+    listed_sessions: frozenset[str] | None = None,
 ) -> JobOutcome:
     """Diagnose a job from its listed inputs (no skip check here), compare it with ``earlier``
     runs of its job name (model.json's ``fleet.regression``) and store its reports (and, session by
-    session, those of its sessions); its history rows are one per (session, rank)."""
+    session, those of its sessions); its history rows are one per (session, rank). The session
+    folders it no longer has (``listed_sessions``, else the inventory's ``job.session_folders``)
+    lose their reports (:mod:`stormwatch.tasks.stale_sessions`)."""
     tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
                              max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
     acting_at = options.acting_at()
@@ -194,6 +199,8 @@ def diagnose_inputs(
     report = report_html_key(job.job_id)
     storage.write_report(model_json_key(job.job_id), dumps_document(document), content_type=JSON)
     storage.write_report(report, render_job(document).encode("utf-8"), content_type=HTML)
+    listed = job.session_folders if listed_sessions is None else listed_sessions
+    prune_sessions(storage, job.job_id, listed=listed, written=written_folders(diagnosis))
     row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)
     return JobOutcome(row, _finding(document, options.report_link(storage, report)), history)
 

@@ -16,8 +16,9 @@ from stormwatch.load.tree import Entry
 from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.tasks.storage.protocol import JobListing, RefusedJob
 
-#: The report files of a job that an unchanged job must still have to be skipped.
+#: The report files of a job that an unchanged job must still have to be skipped; a session's too.
 REPORT_FILES = ("model.json", "report.html")
+SESSIONS_FOLDER = "sessions"
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class JobInputs:
 
     job_id: str
     entries: tuple[Entry, ...]
+    session_folders: frozenset[str] = frozenset()  # "sessions/<encoded id>" holding its reports, as listed
 
     @property
     def size_bytes(self) -> int:
@@ -57,8 +59,11 @@ class Inventory:
 def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]], reports: Iterable[str]) -> Inventory:
     """An inventory from a listing, each valid job's entries (a job without any has none) and
     the report keys found (relative to the reports prefix: ``<job_id>/model.json``, ...)."""
+    reports = list(reports)
+    sessions = session_folders(reports)
     jobs = tuple(
-        JobInputs(job_id, tuple(sorted(entries.get(job_id, ()), key=lambda entry: entry.key)))
+        JobInputs(job_id, tuple(sorted(entries.get(job_id, ()), key=lambda entry: entry.key)),
+                  sessions.get(job_id, frozenset()))
         for job_id in listing.job_ids
     )
     files: dict[str, set[str]] = {}
@@ -68,3 +73,14 @@ def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]],
             files.setdefault(job_id, set()).add(name)
     reported = frozenset(job_id for job_id, names in files.items() if names >= set(REPORT_FILES))
     return Inventory(jobs, listing.refused, reported)
+
+
+def session_folders(report_keys: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Per job id, the session folders (``sessions/<encoded id>``) holding a report file, from report
+    keys relative to the reports prefix (``<job_id>/sessions/<encoded id>/model.json``)."""
+    found: dict[str, set[str]] = {}
+    for key in report_keys:
+        parts = key.split("/")
+        if len(parts) == 4 and parts[1] == SESSIONS_FOLDER and parts[3] in REPORT_FILES:
+            found.setdefault(parts[0], set()).add(f"{SESSIONS_FOLDER}/{parts[2]}")
+    return {job_id: frozenset(folders) for job_id, folders in found.items()}

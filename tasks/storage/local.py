@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 from stormwatch.load.file_mappings import MappingPool, lend_file
 from stormwatch.load.tree import Entry
-from stormwatch.tasks.storage.inventory import Inventory, build_inventory
+from stormwatch.tasks.storage.inventory import SESSIONS_FOLDER, Inventory, build_inventory
 from stormwatch.tasks.storage.protocol import (
     JobListing,
     JobNotFoundError,
@@ -194,14 +194,30 @@ class LocalStorage:
         return build_inventory(listing, entries, self._report_keys(listing.job_ids))
 
     def _report_keys(self, job_ids: Sequence[str]) -> list[str]:
+        """The report files of each job folder, and of its session folders (``<job>/sessions/<id>/``)."""
         keys: list[str] = []
         for job_id in job_ids:
-            try:
-                with os.scandir(self.reports_dir / job_id) as found:
-                    keys += [f"{job_id}/{item.name}" for item in found if item.is_file(follow_symlinks=False)]
-            except OSError:
-                continue  # no reports yet
+            files, folders = self._scan(job_id)
+            keys += files
+            if f"{job_id}/{SESSIONS_FOLDER}" in folders:
+                for session in self._scan(f"{job_id}/{SESSIONS_FOLDER}")[1]:
+                    keys += self._scan(session)[0]
         return keys
+
+    def _scan(self, folder: str) -> tuple[list[str], list[str]]:
+        """The files and the folders directly in ``reports/<folder>`` (none when it does not exist)."""
+        files: list[str] = []
+        folders: list[str] = []
+        try:
+            with os.scandir(self.reports_dir / folder) as found:
+                for item in found:
+                    if item.is_file(follow_symlinks=False):
+                        files.append(f"{folder}/{item.name}")
+                    elif item.is_dir(follow_symlinks=False):
+                        folders.append(f"{folder}/{item.name}")
+        except OSError:
+            pass  # no reports yet
+        return files, folders
 
     def fetch_job(
         self,

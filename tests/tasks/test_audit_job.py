@@ -1,10 +1,12 @@
 """One job of an audit diagnosed session by session, on a local folder and an S3 prefix (moto over
 HTTP): every session's model.json and report.html beside the job's, the fleet row and history rows
-per session, and a session whose outputs cannot be written recorded while the others are."""
+per session, a session whose outputs cannot be written recorded while the others are, and the
+reports of sessions the job no longer has removed."""
 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -13,7 +15,7 @@ from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.load.loader import load_sessions
 from stormwatch.outputs.fleet import RANK_COLUMNS, FleetRow, JobStatus, rank_table
 from stormwatch.outputs.session_paths import session_folder
-from stormwatch.tasks.audit_job import AuditOptions, audit_one
+from stormwatch.tasks.audit_job import AuditOptions, audit_one, diagnose_inputs
 from stormwatch.tasks.plan import PreviousFleet
 from tests import builders as b
 from tests.tasks.storage.backends import Backend, local_backend
@@ -90,3 +92,32 @@ def test_a_fleet_parquet_written_before_sessions_still_reads() -> None:
     assert previous.ranks is not None and tuple(previous.ranks.columns) == RANK_COLUMNS
     assert previous.ranks["job_id"].tolist() == ["old-job"] * 2 and previous.ranks["session_id"].isna().all()
     assert PreviousFleet.from_bytes(None, rank_table([]).drop(columns=["rank"]).to_parquet()).ranks is None
+
+
+def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp_path: Path) -> None:
+    first, second = upload_restarted(tmp_path, backend)
+    audit_one(backend.storage, "train-7b", options=OPTIONS)
+    for name in ("model.json", "report.html", "notes.txt"):  # a session folder of an earlier diagnosis
+        backend.put(f"reports/train-7b/sessions/gone-session/{name}", b"{}")
+    backend.put("reports/train-7b/sessions/readme.txt", b"not a session folder")
+    inventory = backend.storage.take_inventory()
+    job = inventory.job("train-7b")
+    assert job is not None and job.session_folders == {first, second, "sessions/gone-session"}
+
+    capped = AuditOptions(replace(OPTIONS.diagnose, max_sessions=1), force=True)  # attempt 1 is not diagnosed now
+    diagnose_inputs(backend.storage, job, options=capped)
+
+    keys = backend.stored_keys()
+    assert {f"reports/train-7b/{second}/model.json", f"reports/train-7b/{second}/report.html"} <= keys
+    assert not any(key.startswith(f"reports/train-7b/{first}/") for key in keys)
+    assert "reports/train-7b/sessions/gone-session/model.json" not in keys
+    assert "reports/train-7b/sessions/gone-session/report.html" not in keys
+    assert {"reports/train-7b/sessions/gone-session/notes.txt", "reports/train-7b/sessions/readme.txt"} <= keys
+    stored = orjson.loads(backend.get("reports/train-7b/model.json") or b"")
+    assert [attempt["report"] for attempt in stored["attempts"]] == [None, f"{second}/report.html"]
+
+    backend.put("reports/train-7b/sessions/gone-again/report.html", b"<html></html>")
+    audit_one(backend.storage, "train-7b", options=AuditOptions(OPTIONS.diagnose, force=True))  # lists them itself
+    keys = backend.stored_keys()
+    assert {f"reports/train-7b/{folder}/report.html" for folder in (first, second)} <= keys
+    assert "reports/train-7b/sessions/gone-again/report.html" not in keys

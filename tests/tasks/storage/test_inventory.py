@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stormwatch.outputs.model_json import input_fingerprint
-from stormwatch.tasks.storage.inventory import REPORT_FILES, Inventory, JobInputs, build_inventory
+from stormwatch.tasks.storage.inventory import REPORT_FILES, Inventory, JobInputs, build_inventory, session_folders
 from stormwatch.tasks.storage.protocol import build_listing
 from tests.tasks.storage.backends import Backend
 
@@ -53,3 +53,13 @@ def test_build_inventory_sorts_entries_and_needs_every_report_file() -> None:
     assert inventory.jobs == (JobInputs("a", (Entry("y", 2, "v2"), Entry("z", 1, "v1"))), JobInputs("b", ()))
     assert inventory.reported == frozenset({"a"})
     assert [item.raw_id for item in inventory.refused] == ["../x"]
+
+
+def test_session_folders_are_those_holding_a_report_file() -> None:
+    keys = ["job-a/model.json", "job-a/sessions/s-1/model.json", "job-a/sessions/s-1/report.html",
+            "job-a/sessions/s-2/report.html", "job-a/sessions/s-3/notes.txt", "job-a/sessions/readme.txt",
+            "job-a/sessions/s-4/deeper/model.json", "job-b/other/s-5/model.json", "history/date=2026-11-30/a.parquet"]
+    assert session_folders(keys) == {"job-a": frozenset({"sessions/s-1", "sessions/s-2"})}
+    listing = build_listing(["job-a", "job-b"])
+    inventory = build_inventory(listing, {"job-a": [], "job-b": []}, keys)
+    assert [job.session_folders for job in inventory.jobs] == [frozenset({"sessions/s-1", "sessions/s-2"}), frozenset()]
