@@ -4,9 +4,11 @@ Writes ``OUT/model.json`` and ``OUT/report.html`` (self-contained), prints a
 short summary and returns the documented exit code: 0 clean, 3 findings at or
 above ``--fail-on``, 2 usage, 5 nothing loadable, 1 a job over ``--max-events``
 (or another error). An artifact over ``--max-artifact-bytes`` is skipped with a warning.
-With ``--all-sessions`` every session of the job is diagnosed (at most ``--max-sessions``):
-``OUT/sessions/<encoded id>/`` holds each one's model.json and report.html, ``OUT/model.json``
-is the job document (``attempts``; the verdict, and so the exit code, is the worst session's).
+Every session of the job is diagnosed, as the audit does (at most ``--max-sessions``; ``--session ID``
+diagnoses that one alone): ``OUT/sessions/<encoded id>/`` holds each one's model.json and report.html,
+``OUT/model.json`` is the job document (its ``model`` the default session's, as stormlog shows it;
+``attempts``; the verdict, and so the exit code, is the worst session's). A ``--ranks`` that selects
+none of the job's ranks, or a ``--session`` it does not have, is a usage error listing what it has.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from typing import Any
 
 from stormwatch import SessionNotFoundError
 from stormwatch.analysis.collective import CollectivePreset
-from stormwatch.analysis.model import AnomalyIndicator
-from stormwatch.analysis.rank_filter import RankFilterError, format_ranks
+from stormwatch.analysis.rank_filter import RankFilterError
 from stormwatch.diagnose import DEFAULT_MAX_SESSIONS, DiagnoseOptions, default_job_id
 from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
+from stormwatch.flows.diagnose_summary import summary_lines, unknown_session_lines
 from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError
 from stormwatch.outputs.model_json import dumps_document
 from stormwatch.outputs.verdict import ExitCode
@@ -43,13 +45,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("sources", nargs="+", metavar="SOURCE")
     parser.add_argument("--out", default=None, help="output folder (default: ./stormwatch-out/<job id>)")
     parser.add_argument("--ranks", default=None, metavar="EXPR", help="rank filter: all, *, or e.g. 0,2,4-7")
-    parser.add_argument("--session", default=None, metavar="ID", help="diagnose this session id")
+    parser.add_argument("--session", default=None, metavar="ID",
+                        help="diagnose this session id only (default: every session, as the audit does)")
     parser.add_argument("--all-sessions", action="store_true",
-                        help="diagnose every session of the job (each written under OUT/sessions/); the verdict "
-                             "is the worst session's")
+                        help="diagnose every session of the job (each written under OUT/sessions/; the verdict "
+                             "is the worst session's): the default, kept for scripts that say it")
     parser.add_argument("--max-sessions", type=int, default=None, metavar="N",
-                        help=f"with --all-sessions, diagnose at most N sessions: the default one and the most "
-                             f"recent (default {DEFAULT_MAX_SESSIONS}); the others are listed, with a warning")
+                        help=f"diagnose at most N sessions: the default one and the most recent (default "
+                             f"{DEFAULT_MAX_SESSIONS}); the others are listed, with a warning")
     parser.add_argument("--job-id", default=None, help="job id recorded in model.json (default: folder name)")
     parser.add_argument("--endpoint-url", default=None, metavar="URL",
                         help="S3-compatible endpoint for s3:// sources (default: $AWS_ENDPOINT_URL, else AWS)")
@@ -81,49 +84,6 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def _seconds(timestamp_ns: int, origin_ns: int | None) -> str:
-    return f"+{(timestamp_ns - origin_ns) / 1e9:.3f} s" if origin_ns is not None else f"{timestamp_ns} ns"
-
-
-def describe_indicator(indicator: AnomalyIndicator, origin_ns: int | None) -> str:
-    when = _seconds(indicator.timestamp_ns, origin_ns)
-    parts = [f"rank {indicator.rank}", indicator.signal, indicator.severity, when]
-    if indicator.phase_path:
-        parts.append(f"phase {indicator.phase_path}")
-    if indicator.confidence is not None:
-        parts.append(f"confidence {indicator.confidence:.2f}")
-    if indicator.reason_codes:
-        parts.append("reasons " + ", ".join(indicator.reason_codes))
-    return " | ".join(parts)
-
-
-def summary_lines(diagnosis: JobDiagnosis, written: list[Path]) -> list[str]:
-    main, verdict = diagnosis.main, diagnosis.verdict or diagnosis.main.verdict
-    model = main.model
-    lines = [f"{diagnosis.job_id}: {verdict.status.value.upper()} (exit {verdict.exit_code}) - {verdict.summary}"]
-    for attempt in diagnosis.attempts:
-        marks = "".join(mark for mark, on in ((" [shown]", attempt.default),
-                                              (" [verdict]", attempt.session_id == diagnosis.document.get(
-                                                  "worst_session"))) if on)
-        lines.append(f"  {attempt.describe()} - session {attempt.session_id}{marks}")
-    if not diagnosis.attempts and diagnosis.group_count > 1:
-        lines.append(f"  sessions        {diagnosis.group_count} attempts found; this is session "
-                     f"{main.loaded.selected_session_id} only (--all-sessions diagnoses every one)")
-    origin = main.started_at_ns
-    labels = {"earliest": "earliest cause", "most_severe": "most severe"}
-    for indicator in model.indicators:
-        lines.append(f"  {labels.get(indicator.kind, indicator.kind):<15} {describe_indicator(indicator, origin)}")
-    present, expected = len(model.present_ranks), len(model.expected_ranks)
-    missing = f", missing {format_ranks(model.missing_ranks)}" if model.missing_ranks else ""
-    lines.append(f"  ranks           {present}/{expected} present{missing}")
-    warnings = len(diagnosis.document.get("warnings", ())) + len(model.warnings)
-    if warnings:
-        lines.append(f"  warnings        {warnings} (see model.json)")
-    for path in written:
-        lines.append(f"  wrote           {path}")
-    return lines
-
-
 def write_outputs(diagnosis: JobDiagnosis, out: Path) -> tuple[JobDiagnosis, list[Path]]:
     """The job's model.json and report.html in ``out``, and each session's under ``out/sessions/``;
     a session whose files cannot be written is recorded in the job's document (its error), not raised."""
@@ -148,7 +108,7 @@ def write_outputs(diagnosis: JobDiagnosis, out: Path) -> tuple[JobDiagnosis, lis
     return diagnosis, [out / "model.json", out / "report.html", *written]
 
 
-def _fetch_s3(uri: str, *, endpoint_url: str | None, max_artifact_bytes: int) -> tuple[Any, list[Any]]:
+def fetch_s3(uri: str, *, endpoint_url: str | None, max_artifact_bytes: int) -> tuple[Any, list[Any]]:
     """Read every object under an S3 prefix into memory (imports boto3, never Prefect),
     except objects over ``max_artifact_bytes``, which the loader then names in a warning."""
     from stormwatch.tasks.storage.protocol import StorageSettings
@@ -159,16 +119,21 @@ def _fetch_s3(uri: str, *, endpoint_url: str | None, max_artifact_bytes: int) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    every_session = args.session is None  # as the audit judges a job: every session, the worst decides
+    if args.all_sessions and not every_session:
+        print("error: --session ID diagnoses one session and --all-sessions every one: give one of them",
+              file=sys.stderr)
+        return ExitCode.USAGE
+    if args.max_sessions is not None and not every_session:
+        print("error: --max-sessions applies when every session is diagnosed, not with --session", file=sys.stderr)
+        return ExitCode.USAGE
     try:
         options = DiagnoseOptions.parse(ranks=args.ranks, session_id=args.session, fail_on=args.fail_on,
                                         preset=args.preset, max_artifact_bytes=args.max_artifact_bytes,
-                                        max_events=args.max_events, all_sessions=args.all_sessions,
+                                        max_events=args.max_events, all_sessions=every_session,
                                         max_sessions=args.max_sessions)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.max_sessions is not None and not args.all_sessions:
-        print("error: --max-sessions applies with --all-sessions only", file=sys.stderr)
         return ExitCode.USAGE
     remote = [source for source in args.sources if source.startswith("s3://")]
     if remote and len(args.sources) > 1:
@@ -181,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     job_id = args.job_id or (remote[0].rstrip("/").rsplit("/", 1)[-1] if remote else default_job_id(args.sources))
     try:
         if remote:
-            tree, entries = _fetch_s3(remote[0], endpoint_url=args.endpoint_url,
+            tree, entries = fetch_s3(remote[0], endpoint_url=args.endpoint_url,
                                       max_artifact_bytes=options.limits.max_artifact_bytes)
             diagnosis = diagnose_job(tree, job_id=job_id, source_name=remote[0], options=options, entries=entries)
         else:
@@ -190,7 +155,11 @@ def run(args: argparse.Namespace) -> int:
     except JobLimitError as exc:
         print(f"error: job {job_id} not diagnosed: {exc}", file=sys.stderr)
         return ExitCode.ERROR
-    except (SessionNotFoundError, RankFilterError, ValueError) as exc:
+    except SessionNotFoundError as exc:
+        for line in unknown_session_lines(args.session, exc.available, job=", ".join(args.sources)):
+            print(line, file=sys.stderr)
+        return ExitCode.USAGE
+    except (RankFilterError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     out = Path(args.out) if args.out else Path("stormwatch-out") / job_id

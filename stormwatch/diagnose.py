@@ -15,9 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from stormwatch.analysis.collective import CollectivePreset
+from stormwatch.analysis.columns import distinct_ints
 from stormwatch.analysis.model import DiagnosticsModel, build_model, expected_ranks
-from stormwatch.analysis.rank_filter import parse_rank_filter
+from stormwatch.analysis.rank_filter import RankFilterError, format_ranks, parse_rank_filter
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.loader import LoadResult, load_artifacts
 from stormwatch.load.tree import ArtifactTree, Entry
@@ -138,13 +141,15 @@ def diagnose(
     see :func:`stormwatch.diagnose_sessions.diagnose_job`).
 
     Raises :class:`~stormwatch.load.loader.SessionNotFoundError` for an unknown session
-    :class:`~stormwatch.analysis.rank_filter.RankFilterError` for a malformed rank filter and
+    :class:`~stormwatch.analysis.rank_filter.RankFilterError` for a malformed rank filter (its
+    :class:`NoRanksSelectedError` for one that selects none of the session's ranks) and
     :class:`~stormwatch.load.limits.JobLimitError` for a job over ``options.limits.max_events``;
     bad or oversized artifacts never raise (they become warnings).
     """
     if entries is None:
         entries = source_entries(source)
     loaded = load_artifacts(source, session_id=options.session_id, limits=options.limits)
+    check_rank_selection(options.ranks, [loaded.events])
     return diagnose_loaded(loaded, job_id=job_id, source_name=source_name, options=options,
                            fingerprint=input_fingerprint(entries))
 
@@ -152,6 +157,31 @@ def diagnose(
 def source_entries(source: Sequence[str | Path] | ArtifactTree) -> Sequence[Entry]:
     """The input identity of ``source``: a tree's entries, else :func:`local_entries`."""
     return source.entries() if not isinstance(source, Sequence) else local_entries(source)
+
+
+class NoRanksSelectedError(RankFilterError):
+    """A well-formed ``--ranks`` expression that selects none of the job's ranks (a usage error:
+    diagnosing it would report a clean job of 0/0 ranks)."""
+
+
+def check_rank_selection(expression: str | None, frames: Sequence[pd.DataFrame]) -> None:
+    """Raise :class:`NoRanksSelectedError` (naming the ranks present and expected) when ``expression``
+    selects none of the ranks that the events ``frames`` (a job's sessions) hold or expect; a job with
+    no events passes (it is judged empty, not filtered). :class:`RankFilterError` when malformed."""
+    if not expression:
+        return
+    present: set[int] = set()
+    expected: set[int] = set()
+    for events in frames:
+        if len(events):
+            present.update(distinct_ints(events["rank"].to_numpy()).tolist())
+            expected.update(expected_ranks(events["rank"].to_numpy(), events["world_size"].to_numpy()))
+    if not expected or parse_rank_filter(expression, expected):
+        return
+    extra = sorted(expected - present)
+    raise NoRanksSelectedError(
+        f"--ranks {expression!r} selects none of the job's ranks: present {format_ranks(present) or 'none'}"
+        + (f", expected but missing {format_ranks(extra)}" if extra else ""))
 
 
 def diagnose_loaded(

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stormwatch.analysis.rank_filter import RankFilterError
-from stormwatch.diagnose import DiagnoseOptions, Diagnosis, diagnose_loaded, source_entries
+from stormwatch.diagnose import DiagnoseOptions, Diagnosis, check_rank_selection, diagnose_loaded, source_entries
 from stormwatch.events.sessions import SessionPart, select_default
 from stormwatch.load.loader import JobLoad, load_sessions
 from stormwatch.load.tree import ArtifactTree, Entry
@@ -245,7 +245,8 @@ def diagnose_job(
     """Diagnose the job in ``source``: every session group with ``options.all_sessions`` (on
     ``workers`` threads, default :func:`session_workers`; 0: one per core), else one session.
 
-    Raises as :func:`~stormwatch.diagnose.diagnose` does (a malformed rank filter, a job over its
+    Raises as :func:`~stormwatch.diagnose.diagnose` does (a malformed rank filter or one selecting
+    none of the job's ranks, a job over its
     event cap, an unknown ``options.session_id``), and RuntimeError when no session could be diagnosed.
     """
     options = options or DiagnoseOptions()
@@ -253,10 +254,13 @@ def diagnose_job(
     job = load_sessions(source, limits=options.limits)
     groups = job.groups()
     if not options.all_sessions or not groups:
-        main = diagnose_loaded(job.result_for(options.session_id), job_id=job_id, source_name=source_name,
-                               options=options, fingerprint=fingerprint)
+        loaded = job.result_for(options.session_id)
+        check_rank_selection(options.ranks, [loaded.events])
+        main = diagnose_loaded(loaded, job_id=job_id, source_name=source_name, options=options,
+                               fingerprint=fingerprint)
         return JobDiagnosis(job_id, main, verdict=main.verdict, document=main.document,
                             group_count=max(1, len(groups)))
+    check_rank_selection(options.ranks, [part.events for part in groups])  # the job's ranks, once
     chosen = _chosen(groups, job.default_session_id, options.max_sessions)
     count = session_workers(len(chosen), threads=workers)
     common: dict[str, Any] = {"job": job, "job_id": job_id, "source_name": source_name, "options": options,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +37,7 @@ from stormwatch.events.sessions import (
 )
 from stormwatch.formats.bundle import RankAllocator
 from stormwatch.load.artifact import Reading, UnitResult, load_unit, needs_allocator, register_ranks
+from stormwatch.load.cut_short import CutShortFile, placed, relative_to
 from stormwatch.load.discover import Unit, UnitKind, discover, unit_for_file
 from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
@@ -50,7 +51,12 @@ _WORKERS = max(2, min(8, os.cpu_count() or 1))
 
 
 class SessionNotFoundError(ValueError):
-    """The requested ``session_id`` is not among the loaded sessions."""
+    """The requested ``session_id`` is not among the loaded sessions; ``available`` holds the
+    sessions the job has (selection order), so a front door can list them."""
+
+    def __init__(self, message: str, *, available: tuple[SessionSummary, ...] = ()) -> None:
+        super().__init__(message)
+        self.available = available
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,8 @@ class LoadResult:
     """What a job's artifacts hold.
 
     ``events`` are the selected session's events (canonical columns, time order);
-    ``sessions`` every session found, in selection order, with event counts.
+    ``sessions`` every session found, in selection order, with event counts; ``cut_short`` the
+    job's files whose last record was cut short (every session's, as ``warnings`` are), in load order.
     """
 
     events: pd.DataFrame
@@ -67,6 +74,7 @@ class LoadResult:
     warnings: tuple[str, ...]
     sources_loaded: tuple[str, ...]
     markers: tuple[TimelineMarker, ...]
+    cut_short: tuple[CutShortFile, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,14 +83,16 @@ class JobLoad:
 
     ``parts``: every session stormlog would list, in selection order (rank groups beside their
     members, see :func:`~stormwatch.events.sessions.session_groups`); ``default_session_id``: the
-    one stormlog selects without ``--session`` (None: no session); ``warnings`` and
-    ``sources_loaded`` are the job's, the same whichever session is looked at.
+    one stormlog selects without ``--session`` (None: no session); ``warnings``, ``sources_loaded``
+    and ``cut_short`` (files whose last record was cut short, each placed in its session group) are
+    the job's, the same whichever session is looked at.
     """
 
     parts: tuple[SessionPart, ...]
     default_session_id: str | None
     warnings: tuple[str, ...]
     sources_loaded: tuple[str, ...]
+    cut_short: tuple[CutShortFile, ...] = ()
 
     @property
     def sessions(self) -> tuple[SessionSummary, ...]:
@@ -96,7 +106,7 @@ class JobLoad:
         """The session ``session_id``; :class:`SessionNotFoundError` when the job has none by that id."""
         found = next((part for part in self.parts if part.summary.session_id == session_id), None)
         if found is None:
-            raise SessionNotFoundError(f"Requested session_id not found: {session_id}")
+            raise SessionNotFoundError(f"Requested session_id not found: {session_id}", available=self.sessions)
         return found
 
     def result_for(self, session_id: str | None = None) -> LoadResult:
@@ -112,6 +122,7 @@ class JobLoad:
             warnings=self.warnings,
             sources_loaded=self.sources_loaded,
             markers=derive_markers(events),
+            cut_short=self.cut_short,
         )
 
 
@@ -124,6 +135,14 @@ class _State:
     allocator: RankAllocator
     limits: LoadLimits
     events: int = 0  # events loaded so far, across every unit of the job
+    cut_short: list[CutShortFile] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # session id -> the legacy merge that replaced it
+
+    def merge_legacy(self, parts: list[SessionPart]) -> SessionPart:
+        """Legacy parts as one session (:func:`merge_legacy`), remembering which ids it replaced."""
+        merged = merge_legacy(parts)
+        self.renamed.update((part.summary.session_id, merged.summary.session_id) for part in parts)
+        return merged
 
     def count(self, result: UnitResult) -> None:
         """Add a unit's events to the job's total; :class:`JobLimitError` past ``max_events``."""
@@ -200,6 +219,7 @@ def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *
     """Each unit as its own input (an explicit file, or an artifact of a job folder)."""
     for result in _load_units(state, inputs, listed=listed):
         state.warnings.extend(result.warnings)
+        state.cut_short.extend(result.cut_short)
         if result.legacy_flat:
             state.legacy.extend(result.parts)
             continue
@@ -214,9 +234,10 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
     legacy: list[SessionPart] = []
     for result in _load_units(state, [(tree, unit) for unit in discover(tree)]):
         state.warnings.extend(result.warnings)
+        state.cut_short.extend(result.cut_short)
         (legacy.extend if result.legacy_flat else inner.add)(result.parts)
     if legacy:
-        inner.add([merge_legacy(legacy)])
+        inner.add([state.merge_legacy(legacy)])
     parts = inner.finalize()
     if not parts:
         state.warnings.append(f"No telemetry event payloads found in directory: {tree.root}")
@@ -227,7 +248,7 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
 
 def _finish(state: _State) -> JobLoad:
     if state.legacy:
-        state.accumulator.add([merge_legacy(state.legacy)])
+        state.accumulator.add([state.merge_legacy(state.legacy)])
     sessions = state.accumulator.finalize()
     synthetic = synthesize_rank_groups(sessions, state.candidates)
     if synthetic:
@@ -239,6 +260,7 @@ def _finish(state: _State) -> JobLoad:
         default_session_id=selected.summary.session_id if selected is not None else None,
         warnings=unique([*state.warnings, *(w for p in sessions for w in p.warnings)]),
         sources_loaded=tuple(sorted({s for p in sessions for s in p.sources})),
+        cut_short=placed(state.cut_short, sessions, renamed=state.renamed) if state.cut_short else (),
     )
 
 
@@ -312,4 +334,9 @@ def load_sessions(paths: Sequence[str | Path] | ArtifactTree, *, limits: LoadLim
         else:
             state.warnings.append(f"Unsupported path type: {path}")
     flush()
-    return _finish(state)
+    job = _finish(state)
+    if not job.cut_short:
+        return job
+    # No job folder: files are named from the folder that holds every input (a file's own folder).
+    base = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in existing])) if existing else None
+    return job if base is None else replace(job, cut_short=relative_to(job.cut_short, base))

@@ -52,7 +52,7 @@ def test_exit_codes(job: Path, tmp_path: Path, extra: list[str], code: int) -> N
 def test_clean_job_passes_even_failing_on_warning(quiet_job: Path, tmp_path: Path, capsys) -> None:
     assert main(["diagnose", str(quiet_job), "--out", str(tmp_path), "--fail-on", "warning"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("quiet-1: CLEAN (exit 0)")
+    assert out.startswith("quiet-1: CLEAN: no anomaly (exit 0)\n")
     assert "2/2 present" in out
 
 
@@ -71,12 +71,13 @@ def test_nothing_loadable_and_missing_source(tmp_path: Path, capsys) -> None:
 def test_summary_and_model_json(job: Path, tmp_path: Path, capsys) -> None:
     assert main(["diagnose", str(job), "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("train-42: CRITICAL (exit 0)")
+    assert lines[0] == "train-42: CRITICAL: out of memory on ranks 0-1,3 (exit 0)"
     assert lines[1].split() [:4] == ["earliest", "cause", "rank", "0"]
     assert "alert:warning | warning | +2.000 s" in lines[1]
     assert "most severe" in lines[2] and "alert:critical | critical | +3.500 s | phase train" in lines[2]
     assert "3/4 present, missing 2" in lines[3]
-    assert lines[-2].endswith(str(tmp_path / "model.json")) and lines[-1].endswith(str(tmp_path / "report.html"))
+    assert lines[-3].endswith(str(tmp_path / "model.json")) and lines[-2].endswith(str(tmp_path / "report.html"))
+    assert lines[-1].endswith(str(tmp_path / "sessions"))
     page = (tmp_path / "report.html").read_text()
     assert page.lower().startswith("<!doctype html>") and "train-42" in page
 
@@ -134,21 +135,18 @@ def restarted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_all_sessions_flags_the_earlier_attempt_and_writes_every_session(
-        restarted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "one"), "--fail-on", "critical"]) == 0
-    out = capsys.readouterr().out
-    assert "train-7b: CLEAN (exit 0)" in out  # one session: stormlog's default, the restart
-    assert "  sessions        2 attempts found; this is session " in out and "--all-sessions diagnoses" in out
-    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "all"), "--all-sessions",
-                 "--fail-on", "critical"]) == 3
+@pytest.mark.parametrize("every", [[], ["--all-sessions"]])
+def test_diagnose_judges_every_session_as_the_audit_does(
+        restarted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], every: list[str]) -> None:
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "all"), *every, "--fail-on", "critical"]) == 3
     lines = capsys.readouterr().out.splitlines()
     job = orjson.loads((tmp_path / "all" / "model.json").read_bytes())
     first, second = job["attempts"]
-    assert lines[0].startswith("train-7b: CRITICAL (exit 3) - critical: from attempt 1 of 2, interrupted, OOM on "
-                               "rank 3")
+    assert lines[0] == "train-7b: CRITICAL, from attempt 1 of 2: out of memory on rank 3 (exit 3)"
     assert lines[1] == f"  attempt 1 of 2, interrupted, OOM on rank 3 - session {first['session_id']} [verdict]"
     assert lines[2] == f"  attempt 2 of 2, completed, no anomaly - session {second['session_id']} [shown]"
+    assert lines[3].startswith("  earliest cause  rank 3 | alert:error | critical") and lines[3].endswith(
+        "(attempt 1)")  # the causes printed are those of the attempt the verdict comes from
     for attempt in (first, second):
         folder = tmp_path / "all" / "sessions" / attempt["session_id"]
         session = orjson.loads((folder / "model.json").read_bytes())
@@ -158,9 +156,21 @@ def test_all_sessions_flags_the_earlier_attempt_and_writes_every_session(
     assert job["selected_session_id"] == second["session_id"] and job["worst_session"] == first["session_id"]
 
 
+def test_one_session_on_request(restarted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "all")]) == 0
+    second = orjson.loads((tmp_path / "all" / "model.json").read_bytes())["attempts"][1]["session_id"]
+    capsys.readouterr()
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "one"), "--session", second,
+                 "--fail-on", "critical"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("train-7b: CLEAN: no anomaly (exit 0)\n")
+    assert f"  sessions        2 attempts found; this is session {second} only (without --session" in out
+    assert "attempts" not in orjson.loads((tmp_path / "one" / "model.json").read_bytes())
+
+
 def test_all_sessions_records_a_session_it_could_not_write(restarted: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "probe"), "--all-sessions"]) == 0
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path / "probe")]) == 0
     first = orjson.loads((tmp_path / "probe" / "model.json").read_bytes())["attempts"][0]["session_id"]
     (out / "sessions").mkdir(parents=True)
     (out / "sessions" / first).write_text("in the way")
@@ -170,15 +180,15 @@ def test_all_sessions_records_a_session_it_could_not_write(restarted: Path, tmp_
     assert written["error"] is None and (out / "sessions" / written["session_id"] / "report.html").is_file()
 
 
-@pytest.mark.parametrize("extra", [["--max-sessions", "2"], ["--all-sessions", "--session", "x"],
-                                   ["--all-sessions", "--max-sessions", "0"]])
+@pytest.mark.parametrize("extra", [["--max-sessions", "2", "--session", "x"], ["--all-sessions", "--session", "x"],
+                                   ["--max-sessions", "0"]])
 def test_session_flags_that_do_not_go_together_are_usage_errors(restarted: Path, tmp_path: Path,
                                                                  extra: list[str]) -> None:
     assert main(["diagnose", str(restarted), "--out", str(tmp_path), *extra]) == 2
 
 
 def test_max_sessions_keeps_the_default_session(restarted: Path, tmp_path: Path) -> None:
-    assert main(["diagnose", str(restarted), "--out", str(tmp_path), "--all-sessions", "--max-sessions", "1",
+    assert main(["diagnose", str(restarted), "--out", str(tmp_path), "--max-sessions", "1",
                  "--fail-on", "critical"]) == 0  # only the clean restart is diagnosed
     job = orjson.loads((tmp_path / "model.json").read_bytes())
     assert [a["verdict"] for a in job["attempts"]] == [None, "clean"] and job["session_count"] == 2
