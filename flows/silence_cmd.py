@@ -19,6 +19,7 @@ import argparse
 import getpass
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.notify.config_file import ConfigError
@@ -32,7 +33,7 @@ from stormwatch.tasks.notify.silences import (
     silence_id,
 )
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import Storage, StorageSettings
+from stormwatch.tasks.storage.protocol import SILENCES_KEY, Storage, StorageSettings, parse_storage_uri
 
 
 def _storage_flags(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +79,17 @@ def _open(args: argparse.Namespace) -> Storage | None:
         return None
 
 
+def _root(storage: Storage) -> str:
+    """The storage root as the user should recognise it: an absolute folder, or the s3:// URI."""
+    scheme, location, _ = parse_storage_uri(storage.settings.uri)
+    return str(Path(location).expanduser().resolve()) if scheme == "file" else storage.settings.uri
+
+
+def _where(storage: Storage) -> str:
+    """``reports/silences.json under ROOT``: which file, under which root."""
+    return f"{report_name(storage, SILENCES_KEY)} under {_root(storage)}"
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -109,7 +121,8 @@ def run_add(args: argparse.Namespace) -> int:
         print(f"error: {exc} (fix or remove it first)", file=sys.stderr)
         return ExitCode.ERROR
     verb = "added" if added else "already there:"
-    print(f"{verb} {silence.id} until {until.isoformat()}: {' '.join(m.text for m in matchers)}")
+    print(f"{verb} {silence.id} until {until.isoformat()}: {' '.join(m.text for m in matchers)} "
+          f"(in {_where(storage)})")
     return ExitCode.CLEAN
 
 
@@ -142,7 +155,7 @@ def run_list(args: argparse.Namespace) -> int:
         print(_describe(item, now))
     hidden = len(book.silences) - len(shown)
     print(f"{len(shown)} silence(s)" + (f"; {hidden} expired (--all shows them)" if hidden else "")
-          + f" in {report_name(storage, 'silences.json')}")
+          + f" in {_where(storage)}")
     return ExitCode.CLEAN
 
 
@@ -158,9 +171,9 @@ def run_expire(args: argparse.Namespace) -> int:
     try:
         change_silences(storage, expire)
     except KeyError:
-        return _usage(f"no silence {args.id!r} (stormwatch silence list --all shows them)")
+        return _usage(f"no silence {args.id!r} in {_where(storage)} (stormwatch silence list --all shows them)")
     except ConfigError as exc:
         print(f"error: {exc} (fix or remove it first)", file=sys.stderr)
         return ExitCode.ERROR
-    print(f"expired {args.id}")
+    print(f"expired {args.id} (in {_where(storage)})")
     return ExitCode.CLEAN
