@@ -13,7 +13,8 @@ Layout (one JSON object; ``render.script_json`` escapes ``<``, ``>``, ``&``, U+2
     errors). ``href`` is null (no report link), ``""`` for the usual link, which the script
     builds as ``encodeURIComponent(job) + "/report.html"`` (only when that gives exactly
     :func:`~stormwatch.reports.fleetview.report_href`'s link), or the link itself. ``outliers``
-    is the job's peer outlier ranks (``"3,5"``), ``""`` for none (3 bytes a job).
+    is the job's peer outlier ranks (``"3,5"``), ``""`` for none (3 bytes a job); ``cut`` its
+    files that end mid-record (:attr:`~stormwatch.reports.fleetview.FleetRow.cut_short`), ``""`` for none.
 ``order``
     per sort key (:data:`~stormwatch.reports.fleetview.SORT_KEYS`), each row's dense rank
     (equal keys share a rank; 0 sorts first ascending), so the script sorts every job with
@@ -35,7 +36,7 @@ from urllib.parse import quote
 from stormwatch.reports.fleetview import PAGE_SIZE, SEVERITY_ORDER, SORT_KEYS, STATUSES, VERDICT_ORDER, FleetRow
 
 COLUMNS = ("job", "status", "verdict", "worst", "summary", "cause", "detail", "severe", "ranks", "missing",
-           "diagnosed", "error", "href", "outliers")
+           "diagnosed", "error", "href", "outliers", "cut")
 VOCABULARIES = {
     "statuses": (*STATUSES, "none", "other"),
     "verdicts": ("none", *VERDICT_ORDER, "other"),
@@ -84,6 +85,7 @@ def _fields(row: FleetRow) -> dict[str, Any]:
         "error": row.error,
         "href": _href(row),
         "outliers": row.outliers,
+        "cut": row.cut_short,
     }
 
 

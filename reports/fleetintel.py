@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_bytes, format_count
 from stormwatch.reports.minicharts import MiniChart, bytes_line, stacked_bars
@@ -132,6 +133,10 @@ def coverage_view(value: Any) -> Coverage | None:
         ("Sessions without stop", _count(value.get("sessions_without_stop"))),
         ("Load warnings", _count(value.get("load_warnings"))),
     ]
+    if "ended_abruptly" in value:  # coverage written before the count existed leaves the row out
+        abrupt = [rank for rank in as_list(value.get("ended_abruptly_ranks")) if as_int(rank) is not None]
+        named = f" (rank{'s' if len(abrupt) > 1 else ''} {format_ranks(abrupt)})" if abrupt else ""
+        facts.append(("Ranks ended abruptly", _count(value.get("ended_abruptly")) + named))
     return Coverage(tuple(facts), tally(value.get("schema_versions"), prefix="v"), tally(value.get("collectors")))
 
 

@@ -52,6 +52,7 @@ class FleetRow:
     report_href: str | None
     error: str
     outliers: str  # the job's peer outlier ranks ("3,5"), "" for none
+    cut_short: str  # its files that end mid-record ("rank 0 rank_0/telemetry.jsonl at 20.0 s"), "" for none
     sort_keys: tuple[Any, ...]  # per SORT_KEYS name, a value comparable across rows (ascending order)
 
 
@@ -106,6 +107,21 @@ def _cause(item: Any) -> tuple[str, str]:
     return headline, " · ".join(part for part in parts if part)
 
 
+CUT_SHORT_NAMED = 3  # files named in a row's cut-short note; the rest are counted
+
+
+def _cut_short(value: Any) -> str:
+    """fleet.json's ``cut_short`` entries as one line: which file of which rank ended mid-record, when."""
+    items = [item for item in as_list(value) if isinstance(item, Mapping)]
+    named = []
+    for item in items[:CUT_SHORT_NAMED]:
+        rank, at_s = as_int(item.get("rank")), item.get("at_s")
+        when = f" at {at_s:.1f} s" if isinstance(at_s, int | float) and not isinstance(at_s, bool) else ""
+        named.append(f"{'' if rank is None else f'rank {rank} '}{_text(item.get('file')) or 'a file'}{when}")
+    more = f" (+{len(items) - CUT_SHORT_NAMED} more)" if len(items) > CUT_SHORT_NAMED else ""
+    return "; ".join(named) + more
+
+
 def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
     status = _known(job.get("status"), STATUSES)
     verdict = _known(job.get("verdict"), VERDICT_ORDER)
@@ -137,6 +153,7 @@ def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
         report_href=report_href(job.get("report")),
         error=_text(job.get("error")),
         outliers=format_ranks(rank for rank in outliers if rank is not None),
+        cut_short=_cut_short(job.get("cut_short")),
         sort_keys=(
             _text(job.get("job_id")).casefold(),
             STATUSES.index(status) if status in STATUSES else len(STATUSES),

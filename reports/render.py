@@ -25,6 +25,7 @@ from stormwatch.reports.fleetdata import fleet_data
 from stormwatch.reports.fleetintel import fleet_intel
 from stormwatch.reports.fleetview import PAGE_SIZE, fleet_view
 from stormwatch.reports.jobattempts import PageNav, job_attempts
+from stormwatch.reports.jobcuts import job_cuts
 from stormwatch.reports.jobfleet import job_fleet
 from stormwatch.reports.jobview import job_view
 
@@ -83,11 +84,12 @@ def _page(template: str, *, script_name: str | None, **context: Any) -> str:
 
 def render_job(document: Mapping[str, Any], *, nav: PageNav | None = None) -> str:
     """The report page of one job, from its parsed model.json (any verdict, ``empty`` included), with
-    its place in the fleet (peer outliers, earlier runs) when the document has a ``fleet`` member and
-    its attempts when it has ``attempts``; ``nav``: where the page sits (default: a job's own page;
+    its place in the fleet (peer outliers, earlier runs) when the document has a ``fleet`` member,
+    its attempts when it has ``attempts`` and, at the top, its files that end mid-record
+    (``cut_short``); ``nav``: where the page sits (default: a job's own page;
     :meth:`PageNav.for_session` for a session's page)."""
     return _page("job.html.j2", script_name=None, job=job_view(document), fleet=job_fleet(document),
-                 attempts=job_attempts(document), nav=nav or PageNav())
+                 attempts=job_attempts(document), cuts=job_cuts(document), nav=nav or PageNav())
 
 
 def render_index(fleet: Mapping[str, Any]) -> str:

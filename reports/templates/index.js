@@ -39,7 +39,8 @@
   function searchText(index) {
     if (texts[index] === undefined) {
       texts[index] = [text(index, "job"), status(index), verdict(index), worst(index), text(index, "summary"),
-        text(index, "cause"), text(index, "detail"), text(index, "severe"), text(index, "error")].join(" ").toLowerCase();
+        text(index, "cause"), text(index, "detail"), text(index, "severe"), text(index, "error"),
+        text(index, "cut")].join(" ").toLowerCase();
     }
     return texts[index];
   }
@@ -67,6 +68,11 @@
     if (cause) { causes.push(element("p", "signal", cause), element("p", "detail", text(index, "detail"))); }
     if (text(index, "severe")) { causes.push(element("p", "detail", "most severe: " + text(index, "severe"))); }
     if (!error && !cause) { causes.push(element("p", "detail", text(index, "summary") || "—")); }
+    if (text(index, "cut")) {
+      var cut = element("p", "cut-mark", "\u2702 ended mid-record: " + text(index, "cut"));
+      cut.setAttribute("title", "the writer stopped abruptly");
+      causes.push(cut);
+    }
     var ranks = [text(index, "ranks")];
     if (text(index, "missing")) {
       ranks.push(element("br"), element("span", "missing-text", "missing " + text(index, "missing")));
@@ -119,7 +125,8 @@
     var words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
     var tag = show.value;
     matches = !words.length && !tag ? order : order.filter(function (index) {
-      var tagged = !tag || status(index) === tag || verdict(index) === tag || (tag === "outliers" && !!text(index, "outliers"));
+      var tagged = !tag || status(index) === tag || verdict(index) === tag || (tag === "outliers" && !!text(index, "outliers")) ||
+        (tag === "cut" && !!text(index, "cut"));
       return tagged && words.every(function (word) {
         return searchText(index).indexOf(word) >= 0;
       });

@@ -2,7 +2,10 @@
 
 A record that breaks the rules drops only itself. A file that is not valid JSON
 keeps the records before the point where it breaks (a truncated export keeps its
-complete records), with a warning naming the line and column.
+complete records), with a warning naming the line and column; when the array breaks
+off at the end of the file (it is never closed, or its last record stops partway), the
+file was cut short, and :attr:`~stormwatch.formats.jsonl.ParsedEvents.cut_short_bytes`
+says how many bytes followed its last complete record.
 
 The schema v2/v3 records of a valid document take the columnar path
 (:mod:`stormwatch.formats.json_table`); every other record (legacy or v4, not an
@@ -13,7 +16,9 @@ every record of a salvaged array, is read on its own by ``normalise_record``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,28 +47,54 @@ class NotTelemetryError(ValueError):
     """The JSON is valid but holds no telemetry events."""
 
 
+#: What a value that the end of the text interrupted cannot hold: whitespace, a structural
+#: character or a quote. A decoding error followed only by other characters (``nul``, ``-12.``,
+#: ``\u00e``) is a token cut off by the end of the file.
+_STRUCTURE = re.compile(r'[\s,:\[\]{}"]')
+
+
+@dataclass(frozen=True)
+class _Salvage:
+    """The complete elements of a broken top-level array (line number, value), why it broke,
+    where the last complete element ends (a character offset into the text) and whether the
+    break is the end of the text (the file was cut short) rather than bad JSON inside it."""
+
+    found: list[tuple[int, Any]]
+    reason: str
+    kept_chars: int
+    cut_short: bool
+
+
 def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _salvage_array(text: str) -> tuple[list[tuple[int, Any]], str]:
+def _ends_the_text(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether decoding failed only because the text ran out (a value cut off at the end)."""
+    return exc.msg.startswith("Unterminated string") or _STRUCTURE.search(text, exc.pos) is None
+
+
+def _salvage_array(text: str) -> _Salvage:
     """Complete elements of a broken top-level array, with their line numbers."""
     decoder = json.JSONDecoder()
-    position = text.index("[") + 1
+    position = kept = text.index("[") + 1
     found: list[tuple[int, Any]] = []
     while True:
         while position < len(text) and text[position] in " \t\r\n,":
             position += 1
         if position >= len(text) or text[position] == "]":
-            return found, f"the array is not closed (the file ends at line {_line_of(text, len(text))})"
+            reason = f"the array is not closed (the file ends at line {_line_of(text, len(text))})"
+            return _Salvage(found=found, reason=reason, kept_chars=kept, cut_short=position >= len(text))
         try:
             value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
-            return found, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            reason = f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            return _Salvage(found=found, reason=reason, kept_chars=kept, cut_short=_ends_the_text(text, exc))
         except RecursionError:
-            return found, f"a record nested too deeply at line {_line_of(text, position)}"
+            reason = f"a record nested too deeply at line {_line_of(text, position)}"
+            return _Salvage(found=found, reason=reason, kept_chars=kept, cut_short=False)
         found.append((_line_of(text, position), value))
-        position = end
+        position = kept = end
 
 
 def records_of(payload: Any) -> list[Any]:
@@ -87,6 +118,7 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
     warnings: list[str] = []
     numbers: Sequence[int]
     where = "record"
+    cut_short_bytes = None
     try:
         payload = parse_json_value(data[len(BOM) :] if data.startswith(BOM) else data)
         records = records_of(payload)
@@ -99,13 +131,16 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
         text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
         if not text.lstrip().startswith("["):
             raise NotTelemetryError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
-        numbered, reason = _salvage_array(text)
+        salvage = _salvage_array(text)
+        numbered = salvage.found
         numbers, records = [number for number, _ in numbered], [record for _, record in numbered]
         where = "line"
-        warnings.append(f"{label}: {reason}; kept the {len(numbered)} complete records before it")
+        warnings.append(f"{label}: {salvage.reason}; kept the {len(numbered)} complete records before it")
+        if salvage.cut_short:  # counted as UTF-8: exact unless the dropped tail held invalid bytes
+            cut_short_bytes = len(text[salvage.kept_chars :].encode("utf-8", errors="replace"))
     frame, problems = _events(records, numbers, columnar=where == "record", default_session_id=default_session_id)
     warnings.extend(describe_problems(label, problems, where=where))
-    return ParsedEvents(frame, tuple(warnings))
+    return ParsedEvents(frame, tuple(warnings), cut_short_bytes)
 
 
 def _events(

@@ -5,7 +5,8 @@ Clean files of schema v2/v3/v4 records take the columnar path
 lines when the columnar parser rejects the file) is parsed on its own.
 A malformed line drops only itself, with a warning naming the file and line.
 A torn last line (no trailing newline, not valid JSON) is what a crashed writer
-leaves behind and is ignored silently, as stormlog does.
+leaves behind: it is dropped without a warning, as stormlog does, and its length is
+returned (:attr:`ParsedEvents.cut_short_bytes`) for the loader to report beside the model.
 """
 
 from __future__ import annotations
@@ -31,10 +32,22 @@ BOM = b"\xef\xbb\xbf"
 
 @dataclass(frozen=True)
 class ParsedEvents:
-    """Events read from one artifact, plus warnings naming its bad lines."""
+    """Events read from one artifact, plus warnings naming its bad lines.
+
+    ``cut_short_bytes``: None when the artifact ends cleanly; else its last record was cut short
+    and this many bytes after its last complete record were not read (a torn JSONL line; a JSON
+    array that breaks off, where it may be 0: the array was left open right after a record).
+    """
 
     frame: pd.DataFrame
     warnings: tuple[str, ...]
+    cut_short_bytes: int | None = None
+
+
+def _torn_bytes(original: Buffer, kept: Buffer) -> int | None:
+    """The bytes :func:`_drop_torn_tail` dropped, None when it dropped none (lengths only: no copy)."""
+    dropped = len(original) - len(kept)
+    return dropped if dropped else None
 
 
 def _drop_torn_tail(data: Buffer) -> Buffer:
@@ -129,9 +142,9 @@ def read_jsonl(data: Buffer, *, label: str, default_session_id: str, arrow_threa
         data = data[len(BOM) :]
     if data.find(b"\n") < 0 and data.find(b"\r") >= 0:  # classic Mac line endings, read as lines by Python
         data = bytes(data).replace(b"\r", b"\n")
-    frame, problems = _parse_buffer(_drop_torn_tail(data), default_session_id=default_session_id,
-                                    arrow_threads=arrow_threads)
-    return ParsedEvents(frame, tuple(describe_problems(label, problems)))
+    kept = _drop_torn_tail(data)
+    frame, problems = _parse_buffer(kept, default_session_id=default_session_id, arrow_threads=arrow_threads)
+    return ParsedEvents(frame, tuple(describe_problems(label, problems)), _torn_bytes(data, kept))
 
 
 class _Problems:
@@ -208,10 +221,13 @@ def read_jsonl_stream(
         events += len(frame)
         if max_events is not None and events > max_events:
             raise JobLimitError(f"{label} holds more than max_events={max_events} events")
+    torn = None
     if carry:
-        frame, found = _parse_buffer(_drop_torn_tail(carry), default_session_id=default_session_id,
+        kept = _drop_torn_tail(carry)
+        torn = _torn_bytes(carry, kept)
+        frame, found = _parse_buffer(kept, default_session_id=default_session_id,
                                      line_offset=lines_before, arrow_threads=arrow_threads)
         problems.extend(found)
         frames.append(frame)
     frame = concat_frames(frames) if frames else frame_from_rows([])
-    return ParsedEvents(frame, problems.warnings(label))
+    return ParsedEvents(frame, problems.warnings(label), torn)

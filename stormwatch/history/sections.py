@@ -58,6 +58,10 @@ def compare_fleet(
     return FleetComparisons(trends, regressed, find_suspects(current, as_of=as_of, thresholds=suspects))
 
 
+#: Coverage counts summed over the fleet's jobs (a job written before a count existed adds 0).
+_SUMMED = ("expected_ranks", "present_ranks", "sessions", "sessions_without_stop", "load_warnings", "ended_abruptly")
+
+
 def fleet_coverage(coverages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     """The fleet's coverage: the jobs' ``fleet.coverage`` summed (jobs without one are not counted)."""
     total: Counter[str] = Counter()
@@ -68,15 +72,14 @@ def fleet_coverage(coverages: Iterable[Mapping[str, Any] | None]) -> dict[str, A
         if not coverage:
             continue
         jobs += 1
-        for name in ("expected_ranks", "present_ranks", "sessions", "sessions_without_stop", "load_warnings"):
+        for name in _SUMMED:
             total[name] += int(coverage.get(name) or 0)
         versions.update({str(key): int(value) for key, value in (coverage.get("schema_versions") or {}).items()})
         collectors.update({str(key): int(value) for key, value in (coverage.get("collectors") or {}).items()})
     expected = total["expected_ranks"]
     return {
         "jobs": jobs,
-        **{name: total[name] for name in ("expected_ranks", "present_ranks", "sessions", "sessions_without_stop",
-                                          "load_warnings")},
+        **{name: total[name] for name in _SUMMED},
         "percent": round(100.0 * total["present_ranks"] / expected, 1) if expected else None,
         "schema_versions": dict(sorted(versions.items())),
         "collectors": dict(sorted(collectors.items())),

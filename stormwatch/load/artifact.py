@@ -2,7 +2,8 @@
 
 Every unit yields sessions grouped by id with events in time order, the
 summary stormlog would give each (from a sink manifest, a bundle manifest, or
-inferred from the events), and warnings that name the file and line.
+inferred from the events), warnings that name the file and line, and the files
+whose last record was cut short (:mod:`stormwatch.load.cut_short`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from stormwatch.formats.csv_export import read_csv
 from stormwatch.formats.json_document import NotTelemetryError, read_json
 from stormwatch.formats.jsonl import ParsedEvents, read_jsonl, read_jsonl_stream
 from stormwatch.formats.sink import parse_manifest
+from stormwatch.load.cut_short import CutShortFile, cut_short_file
 from stormwatch.load.discover import Unit, UnitKind
 from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import LoadLimits
@@ -31,9 +33,13 @@ from stormwatch.load.tree import ArtifactTree, LoaningTree, LocalTree, Streaming
 
 @dataclass(frozen=True)
 class UnitResult:
+    """A unit's sessions and warnings; ``cut_short``: its files whose last record was cut short
+    (``path`` relative to the tree's root; not yet placed in a session group)."""
+
     parts: tuple[SessionPart, ...]
     warnings: tuple[str, ...]
     legacy_flat: bool = False
+    cut_short: tuple[CutShortFile, ...] = ()
 
 
 def _by_session(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -118,6 +124,8 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
     fallback = stable_legacy_session_id(tree.identity(unit.key), "sink")
     frames: dict[str, list[pd.DataFrame]] = {}
     sources: dict[str, set[str]] = {}
+    stated = {s.session_id: s for s in (manifest.sessions if manifest else ())}
+    cut_short: list[CutShortFile] = []
     for segment in unit.segments:
         identity = tree.identity(segment)
         skipped = reading.oversized(tree, segment)
@@ -127,13 +135,17 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
         hint = hints.get(posixpath.basename(segment)) or fallback
         parsed = _read_segment(tree, segment, reading, label=identity, default_session_id=hint)
         warnings.extend(parsed.warnings)
+        if parsed.cut_short_bytes is not None:
+            listed = hints.get(posixpath.basename(segment))  # the manifest's word, for a file without a record
+            cut_short.append(cut_short_file(
+                parsed.frame, source=identity, path=segment, dropped_bytes=parsed.cut_short_bytes, session_id=listed,
+                rank=stated[listed].rank if listed in stated else None))
         groups = _by_session(parsed.frame)
         for session_id, group in groups:
             frames.setdefault(session_id, []).append(group)
             sources.setdefault(session_id, set()).add(identity)
         if not groups:
             sources.setdefault(hint, set()).add(identity)
-    stated = {s.session_id: s for s in (manifest.sessions if manifest else ())}
     source = f"artifact:{unit.name or tree.root_name}"
     parts = []
     for session_id in {*frames, *stated}:
@@ -142,7 +154,7 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
         if summary is None:
             summary = infer_summary(session_id, events, source=source)
         parts.append(SessionPart(summary, events, tuple(sorted(sources.get(session_id, {tree.identity(unit.key)})))))
-    return UnitResult(_ordered(parts), tuple(warnings))
+    return UnitResult(_ordered(parts), tuple(warnings), cut_short=tuple(cut_short))
 
 
 def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
@@ -160,7 +172,9 @@ def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segment
         events = sort_events(group)
         parts.append(SessionPart(infer_summary(sid, events, source=source), events, (identity,)))
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
-    return UnitResult(_ordered(parts), parsed.warnings, legacy_flat=legacy)
+    cut_short = () if parsed.cut_short_bytes is None else (
+        cut_short_file(parsed.frame, source=identity, path=unit.key, dropped_bytes=parsed.cut_short_bytes),)
+    return UnitResult(_ordered(parts), parsed.warnings, legacy_flat=legacy, cut_short=cut_short)
 
 
 def _load_csv(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:

@@ -17,6 +17,11 @@ both: a fleet.json row carries its ``outlier_ranks`` and ``coverage``; each flee
 rank row its identity and peaks (:data:`FACT_COLUMNS`) and whether it is an ``outlier``.
 Documents written before the ``fleet`` member existed give empty outliers, no coverage,
 and missing (NA) facts and ``outlier`` cells.
+
+The files whose last record was cut short (model.json's top-level ``cut_short``, see
+:mod:`stormwatch.outputs.cut_short`) reach the fleet.json row as ``cut_short``: per file its
+``rank``, ``file`` (relative to the job folder), ``at_s``, ``session_id`` and ``dropped_bytes``
+(empty for a clean job, and for documents written before the member existed).
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class FleetRow:
     session_count: int | None = None  # the job's sessions (diagnosed or not); None: not known
     worst_session: str | None = None  # the session id the verdict comes from
     worst_attempt: str | None = None  # a job of several sessions: that session's attempt, described
+    cut_short: tuple[dict[str, Any], ...] = ()  # files that end mid-record: {rank, file, at_s, session_id, ...}
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -76,6 +82,7 @@ class FleetRow:
         }
         known["missing_ranks"] = tuple(known.get("missing_ranks") or ())
         known["outlier_ranks"] = tuple(dict(item) for item in known.get("outlier_ranks") or ())
+        known["cut_short"] = tuple(dict(item) for item in known.get("cut_short") or () if isinstance(item, Mapping))
         known["verdict"] = _verdict(known.get("verdict"))
         return cls(status=JobStatus(str(data.get("status"))), **known)
 
@@ -86,6 +93,7 @@ class FleetRow:
         data["verdict"] = None if self.verdict is None else self.verdict.value
         data["missing_ranks"] = list(self.missing_ranks)
         data["outlier_ranks"] = list(data["outlier_ranks"])
+        data["cut_short"] = list(data["cut_short"])
         return data
 
 
@@ -162,8 +170,20 @@ def row_from_document(
         session_count=document.get("session_count", len(attempts) or None),
         worst_session=document.get("worst_session"),
         worst_attempt=_description(worst) if len(attempts) > 1 else None,
+        cut_short=_cut_short(document),
         rank_rows=rows,
     )
+
+
+#: What a fleet.json row keeps of each of model.json's ``cut_short`` entries.
+CUT_SHORT_FIELDS = ("rank", "file", "at_s", "session_id", "dropped_bytes")
+
+
+def _cut_short(document: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    entries = document.get("cut_short")
+    if not isinstance(entries, Sequence) or isinstance(entries, str):
+        return ()
+    return tuple({name: item.get(name) for name in CUT_SHORT_FIELDS} for item in entries if isinstance(item, Mapping))
 
 
 def _description(attempt: Mapping[str, Any] | None) -> str | None:

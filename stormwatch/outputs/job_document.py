@@ -10,7 +10,9 @@ one-session diagnosis writes them, so tools reading model.json see what they alw
 - ``session_count`` (every session group, diagnosed or not), ``sessions_diagnosed``,
   ``worst_session`` (the session id the verdict comes from);
 - ``options``: the job's (``all_sessions``, ``max_sessions``), and the job's ``warnings`` (sessions
-  over the cap, sessions that could not be diagnosed or written) after the loader's.
+  over the cap, sessions that could not be diagnosed or written) after the loader's and after the
+  sentences naming files that end mid-record; those files' ``cut_short`` member is the default
+  session's unchanged: it lists every session's (:mod:`stormwatch.outputs.cut_short`).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ the reference's field names (rank keys as strings, as JSON requires); the
 ``fleet`` member beside it holds stormwatch's own per-job fleet facts
 (:mod:`stormwatch.peers`), so ``model`` stays exactly the reference's; the
 ``verdict`` member is a :class:`~stormwatch.outputs.verdict.Verdict` (decided in
-:mod:`stormwatch.outputs.verdict`). Written with orjson: numpy timelines
-serialise without a Python int per sample.
+:mod:`stormwatch.outputs.verdict`); files whose last record was cut short are named in
+the top-level ``warnings`` and ``cut_short`` (:mod:`stormwatch.outputs.cut_short`).
+Written with orjson: numpy timelines serialise without a Python int per sample.
 
 Telemetry reaches the document unchecked in places (marker metadata, a manifest's
 session fields), so the document is made JSON-safe (:func:`json_safe`) before it
@@ -27,6 +28,7 @@ import orjson
 from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.load.loader import LoadResult
 from stormwatch.load.tree import Entry
+from stormwatch.outputs.cut_short import cut_short_entries, cut_short_warnings
 from stormwatch.outputs.verdict import Verdict
 
 MODEL_SCHEMA_VERSION = 1
@@ -76,7 +78,9 @@ def model_document(
         "selected_session_id": loaded.selected_session_id,
         "sessions": [_session(summary) for summary in loaded.sessions],
         "sources_loaded": list(loaded.sources_loaded),
-        "warnings": list(loaded.warnings),
+        "warnings": [*loaded.warnings,
+                     *cut_short_warnings(loaded.cut_short, selected_session_id=loaded.selected_session_id)],
+        "cut_short": cut_short_entries(loaded.cut_short),
         "verdict": {"status": verdict.status.value, "exit_code": int(verdict.exit_code), "summary": verdict.summary},
         "model": model,
         "fleet": None if fleet is None else dict(fleet),

@@ -20,11 +20,16 @@ Definitions (the fleet compares jobs on these, so they are exact):
   events of the model's present ranks (the events the diagnosis looked at);
   a missing collector is not counted.
 * ``load_warnings``: ``len(LoadResult.warnings)`` (files and lines at fault).
+* a rank **ended abruptly** when, among the model's present ranks, its own session has no stop
+  event (as above) and its last file was cut short (:mod:`stormwatch.load.cut_short`): a file of
+  the diagnosed session whose last complete record is that rank's last event, so no later file of
+  the rank goes on after the cut. ``ended_abruptly`` counts them, ``ended_abruptly_ranks`` lists
+  them, sorted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +63,8 @@ class Coverage:
     schema_versions: tuple[tuple[int, int], ...]
     collectors: tuple[tuple[str, int], ...]
     load_warnings: int
+    ended_abruptly: int = 0
+    ended_abruptly_ranks: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """model.json's ``fleet.coverage``: value -> events maps keyed by strings, as JSON requires."""
@@ -72,6 +79,8 @@ class Coverage:
             "schema_versions": {str(version): events for version, events in self.schema_versions},
             "collectors": dict(self.collectors),
             "load_warnings": self.load_warnings,
+            "ended_abruptly": self.ended_abruptly,
+            "ended_abruptly_ranks": list(self.ended_abruptly_ranks),
         }
 
 
@@ -83,6 +92,33 @@ def counted_sessions(sessions: tuple[SessionSummary, ...]) -> tuple[SessionSumma
 def _counts(column: pd.Series) -> Mapping[Any, int]:
     counts = column.value_counts(dropna=True, sort=False)
     return {value: int(count) for value, count in counts.items() if count > 0}
+
+
+def ended_abruptly(loaded: LoadResult, present_ranks: Sequence[int]) -> tuple[int, ...]:
+    """The present ranks that ended abruptly (see the module docstring), sorted. Per cut-short file,
+    not per event: a job without one costs nothing here."""
+    if not loaded.cut_short:
+        return ()
+    statuses = {summary.session_id: summary.status for summary in loaded.sessions}
+    present = set(present_ranks)
+    stamps, ranks = loaded.events["timestamp_ns"].to_numpy(), loaded.events["rank"].to_numpy()
+    last_ns: dict[int, int] = {}  # the rank's last event in the diagnosed session
+    found = set()
+    for file in loaded.cut_short:
+        rank = file.rank
+        if file.session_group_id != loaded.selected_session_id or rank is None or rank not in present \
+                or file.last_event_ns is None:
+            continue
+        # a legacy file's own session was merged away: the merge's status stands for it
+        own_id = file.session_id if file.session_id in statuses else file.session_group_id
+        if own_id is not None and statuses.get(own_id) is STOPPED:
+            continue
+        if rank not in last_ns:
+            own = stamps[ranks == rank]
+            last_ns[rank] = int(own.max()) if own.size else file.last_event_ns
+        if file.last_event_ns >= last_ns[rank]:
+            found.add(rank)
+    return tuple(sorted(found))
 
 
 def job_coverage(loaded: LoadResult, model: DiagnosticsModel) -> Coverage:
@@ -98,6 +134,7 @@ def job_coverage(loaded: LoadResult, model: DiagnosticsModel) -> Coverage:
         events = events.loc[kept]
     versions = _counts(events["schema_version"])
     collectors = _counts(events["collector"])
+    abrupt = ended_abruptly(loaded, model.present_ranks)
     return Coverage(
         expected_ranks=expected,
         present_ranks=present,
@@ -109,4 +146,6 @@ def job_coverage(loaded: LoadResult, model: DiagnosticsModel) -> Coverage:
         schema_versions=tuple(sorted((int(version), count) for version, count in versions.items())),
         collectors=tuple(sorted((str(name), count) for name, count in collectors.items())),
         load_warnings=len(loaded.warnings),
+        ended_abruptly=len(abrupt),
+        ended_abruptly_ranks=abrupt,
     )

@@ -49,7 +49,7 @@ def test_every_row_decodes_to_what_the_page_renders() -> None:
                         "summary": row.summary, "cause": row.first_cause, "detail": row.first_cause_detail,
                         "severe": row.most_severe, "ranks": row.ranks, "missing": row.missing,
                         "diagnosed": row.diagnosed_at, "error": row.error, "href": row.report_href,
-                        "outliers": row.outliers}
+                        "outliers": row.outliers, "cut": row.cut_short}
     assert data["strings"] and len(set(data["strings"])) == len(data["strings"])
     assert any(row[COLUMNS.index("href")] not in ("", None) for row in data["rows"])  # ids "/" or "'" in them
 
