@@ -1,7 +1,7 @@
 """The deployments as code: nightly-audit on a cron schedule, post-job on demand.
 
-``stormwatch serve`` serves both from this process (needs a Prefect API server:
-``prefect server start`` locally, or Prefect Cloud); ``infra/prefect.yaml``
+``stormwatch serve`` serves both from this process (:mod:`stormwatch.flows.serve_cmd`; needs a
+Prefect API server: ``prefect server start`` locally, or Prefect Cloud); ``infra/prefect.yaml``
 declares the same two for a work pool. Both take the same
 :class:`~stormwatch.flows.parameters.AuditParameters` (parameter ``params``; post-job
 also ``job_id`` at run time). Parameters carry no secrets: storage credentials come
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import serve
 from prefect.schedules import Cron
 
 from stormwatch.flows.audit import nightly_audit
@@ -41,8 +40,3 @@ def build_deployments(params: AuditParameters, *, cron: str, timezone: str) -> l
         tags=["stormwatch"],
     )
     return [nightly, on_demand]
-
-
-def serve_deployments(params: AuditParameters, *, cron: str, timezone: str) -> None:
-    """Blocks, serving both deployments until interrupted."""
-    serve(*build_deployments(params, cron=cron, timezone=timezone))

@@ -176,7 +176,7 @@ def test_diagnose_and_audit_run_from_the_installed_wheel(
     diagnosed = _run([str(installed / "stormwatch"), "diagnose", str(storage / "jobs" / "quiet-1"),
                       "--out", str(tmp_path / "out")], cwd=decoy_folder, env=env)
     assert diagnosed.returncode == 0, diagnosed.stdout + diagnosed.stderr
-    assert diagnosed.stdout.startswith("quiet-1: CLEAN (exit 0)")
+    assert diagnosed.stdout.startswith("quiet-1: CLEAN: no anomaly (exit 0)")
     assert orjson.loads((tmp_path / "out" / "model.json").read_bytes())["verdict"]["status"] == "clean"
     assert (tmp_path / "out" / "report.html").stat().st_size > 0
 

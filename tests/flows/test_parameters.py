@@ -85,6 +85,7 @@ def test_the_cli_builds_the_parameters_once_and_hands_secrets_to_the_environment
     monkeypatch.setattr(stormwatch.flows.audit, "nightly_audit", FakeFlow())
     monkeypatch.setenv("STORMWATCH_NOTIFY_ON", "warning")
     hook = f"https://hooks.example/services/T/B/{SECRET}"
+    (tmp_path / "jobs" / "job-1").mkdir(parents=True)  # a storage root: the command checks it before the flow
     code = main(["audit", "--storage", str(tmp_path), "--slack-webhook", hook, "--smtp-url", f"smtp://u:{SECRET}@h",
                  "--email-to", "oncall@example.com", "--max-events", "7", "--fail-on", "warning", "--digest",
                  "--slack-webhook-block", "ignored-when-the-flag-is-given"])
@@ -97,21 +98,6 @@ def test_the_cli_builds_the_parameters_once_and_hands_secrets_to_the_environment
     assert params.email_to == "oncall@example.com" and params.slack_webhook_block == "ignored-when-the-flag-is-given"
     assert SECRET not in params.model_dump_json() and SECRET not in repr(params)
     assert os.environ["STORMWATCH_SLACK_WEBHOOK"] == hook and SECRET in os.environ["STORMWATCH_SMTP_URL"]
-
-
-def test_serve_gives_both_deployments_the_same_parameters(
-    clean_environment: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    served: list[Any] = []
-    monkeypatch.setattr(stormwatch.flows.deployments, "serve", lambda *deployments: served.extend(deployments))
-    code = main(["serve", "--storage", "s3://fleet/prod", "--max-artifact-bytes", "4096", "--notify-on", "warning",
-                 "--smtp-url", f"smtp://u:{SECRET}@h", "--email-to", "oncall@example.com", "--cron", "5 3 * * *"])
-    assert code == 0
-    nightly, on_demand = served
-    assert nightly.parameters == on_demand.parameters
-    shared = AuditParameters.model_validate(nightly.parameters["params"])
-    assert (shared.storage, shared.max_artifact_bytes, shared.notify_on) == ("s3://fleet/prod", 4096, "warning")
-    assert SECRET not in orjson.dumps(nightly.parameters).decode()
 
 
 def test_bad_parameters_are_a_usage_error(clean_environment: None, capsys: pytest.CaptureFixture[str]) -> None:
