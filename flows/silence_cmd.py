@@ -33,7 +33,8 @@ from stormwatch.tasks.notify.silences import (
     silence_id,
 )
 from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.protocol import SILENCES_KEY, Storage, StorageSettings, parse_storage_uri
+from stormwatch.tasks.storage.probe import StoreUnreachableError, survey_root
+from stormwatch.tasks.storage.protocol import SILENCES_KEY, Storage, StorageError, StorageSettings, parse_storage_uri
 
 
 def _storage_flags(parser: argparse.ArgumentParser) -> None:
@@ -65,18 +66,26 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     expire.set_defaults(run=run_expire)
 
 
-def _open(args: argparse.Namespace) -> Storage | None:
+def _open(args: argparse.Namespace) -> Storage | ExitCode:
+    """The storage the command acts on, or the exit code after one line saying why not: a malformed
+    URI, a missing folder or a root that is no storage root (usage), a store that cannot be reached (1)."""
     from stormwatch.flows.audit_cmd import resolve_storage
 
     uri = resolve_storage(args)
     if not uri:
-        print("error: no storage: pass --storage or set STORMWATCH_STORAGE", file=sys.stderr)
-        return None
+        return _usage("no storage: pass --storage or set STORMWATCH_STORAGE")
     try:
-        return storage_for(StorageSettings(uri=uri, endpoint_url=args.endpoint_url))
-    except ValueError as exc:
+        settings = StorageSettings(uri=uri, endpoint_url=args.endpoint_url)
+        found = survey_root(settings)
+    except StoreUnreachableError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return None
+        return ExitCode.ERROR
+    except (ValueError, StorageError) as exc:
+        return _usage(str(exc))
+    if not (found.has_jobs_folder or found.has_reports_folder or found.is_empty):  # a wrong root: write nothing
+        return _usage(f"{found.root} is not a storage root: it has no {found.jobs_prefix}/ or "
+                      f"{settings.reports_prefix}/ (expected {found.jobs}<job_id>/…); {found.found_instead()}")
+    return storage_for(settings)
 
 
 def _root(storage: Storage) -> str:
@@ -94,7 +103,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _usage(message: str) -> int:
+def _usage(message: str) -> ExitCode:
     print(f"error: {message}", file=sys.stderr)
     return ExitCode.USAGE
 
@@ -112,8 +121,8 @@ def run_add(args: argparse.Namespace) -> int:
     if not reason or len(reason) > MAX_REASON_CHARS:
         return _usage(f"--reason must be 1 to {MAX_REASON_CHARS} characters")
     storage = _open(args)
-    if storage is None:
-        return ExitCode.USAGE
+    if isinstance(storage, ExitCode):
+        return storage
     silence = Silence(silence_id(matchers, until, reason), matchers, until, reason, now, args.by or _user())
     try:
         added = change_silences(storage, lambda book: book.add(silence))
@@ -142,8 +151,8 @@ def _describe(item: Silence, now: datetime) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     storage = _open(args)
-    if storage is None:
-        return ExitCode.USAGE
+    if isinstance(storage, ExitCode):
+        return storage
     try:
         book = read_silence_book(storage)
     except ConfigError as exc:
@@ -161,8 +170,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_expire(args: argparse.Namespace) -> int:
     storage = _open(args)
-    if storage is None:
-        return ExitCode.USAGE
+    if isinstance(storage, ExitCode):
+        return storage
     now = _now()
 
     def expire(book: SilenceBook) -> tuple[SilenceBook, None]:

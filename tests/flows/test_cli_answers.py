@@ -159,6 +159,20 @@ def test_silence_commands_name_their_root(tmp_path: Path, capsys: pytest.Capture
     assert capsys.readouterr().out == f"expired {identifier} (in reports/silences.json under {root})\n"
 
 
+def test_silence_refuses_a_root_that_is_no_storage_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``silence list --storage demo/reports`` (the reports folder given as the root) names the root and
+    the right one, and writes nothing there."""
+    reports = tmp_path / "demo" / "reports"
+    (reports / "job-a").mkdir(parents=True)
+    (reports / "fleet.json").write_text("{}")
+    for argv in (["list"], ["add", "--match", "job=x", "--until", "2999-01-01", "--reason", "r"]):
+        assert main(["silence", *argv, "--storage", str(reports)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {reports} is not a storage root: it has no jobs/ or reports/")
+        assert f"pass {reports.parent} as the storage root" in err
+    assert sorted(path.name for path in reports.iterdir()) == ["fleet.json", "job-a"]
+
+
 def test_debug_prints_the_traceback(tmp_path: Path) -> None:
     """An unexpected error is one line; ``--debug`` adds its traceback (an unreadable file as SOURCE)."""
     code = ("import sys; from stormwatch.flows.cli import main; "
