@@ -21,6 +21,7 @@ import pytest
 from stormwatch.flows.cli import main
 from stormwatch.version import ENGINE_VERSION
 from tests import builders as b
+from tests.cut_short_builders import tear_last_line
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,32 @@ def test_the_command_line_answers_plainly(row: Row, fleet: Fleet, tmp_path: Path
         assert phrase in text, f"{phrase!r} not in:\n{text}"
     if row.code == 2:  # a usage error is said on stderr, first line first, and writes nothing
         assert text.startswith("error: ") and not (tmp_path / "out").exists()
+
+
+def test_a_file_cut_mid_record_is_named_in_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What an OOM-killed writer leaves: the last line of rank 0's file cut partway, no newline."""
+    job = tmp_path / "killed"
+    b.write_multi_rank_job(job, world_size=2, samples=12)
+    telemetry = sorted(job.rglob("*.jsonl"))[0]
+    torn = tear_last_line(telemetry)
+    left, stamp = telemetry.read_bytes(), telemetry.stat().st_mtime_ns
+    assert main(["diagnose", str(job), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    relative = telemetry.relative_to(job).as_posix()
+    assert f"  warning         rank 0: {relative} ends mid-record " in out
+    assert "s into the job; the writer stopped abruptly" in out
+    assert (telemetry.read_bytes(), telemetry.stat().st_mtime_ns) == (left, stamp)  # the input is left as it is
+    assert not left.endswith(b"\n") and torn.partial_bytes > 0
+
+
+def test_audit_of_job_folders_directly_under_the_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table's first row: not 'audited 0 jobs', exit 0, but the layout expected and what is there."""
+    for name in ("train-a", "train-b"):
+        b.write_multi_rank_job(tmp_path / name, world_size=1, samples=4)
+    assert main(["audit", "--storage", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: no jobs/ folder under {tmp_path} (expected {tmp_path}/jobs/<job_id>/…)")
+    assert f"2 folders with telemetry directly under {tmp_path} (train-a, train-b)" in err
 
 
 def test_a_usage_error_lists_at_most_20_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
