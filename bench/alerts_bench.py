@@ -43,16 +43,20 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the in-tree packages, tests included
 
+from stormwatch.alerting.alert_file import read_book  # noqa: E402
+from stormwatch.alerting.alert_state import advance  # noqa: E402
+from stormwatch.alerting.findings import JobFinding  # noqa: E402
+from stormwatch.alerting.observations import observe  # noqa: E402
 from stormwatch.history.job_names import JobNamePattern  # noqa: E402
-from stormwatch.tasks.notify.alert_state import advance, read_book  # noqa: E402
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, notify_jobs  # noqa: E402
-from stormwatch.tasks.notify.observations import observe  # noqa: E402
+from stormwatch.tasks.notify.dispatch import notify_jobs  # noqa: E402
 from stormwatch.tasks.notify.secrets import SecretRef  # noqa: E402
+from stormwatch.tasks.notify.settings import NotifySettings  # noqa: E402
 from stormwatch.tasks.notify.step import notify_step  # noqa: E402
 from stormwatch.tasks.publish import publish_fleet  # noqa: E402
 from stormwatch.tasks.storage.local import LocalStorage  # noqa: E402
 from stormwatch.tasks.storage.protocol import ALERTS_KEY, StorageSettings  # noqa: E402
-from tests.tasks.notify.servers import documents, smtp_server, webhook_server  # noqa: E402
+from tests.stormwatch.alerting.documents import documents  # noqa: E402
+from tests.tasks.notify.servers import smtp_server, webhook_server  # noqa: E402
 
 T = TypeVar("T")
 NIGHT_1 = datetime(2026, 11, 1, 2, tzinfo=UTC)

@@ -28,6 +28,8 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.futures import PrefectFuture, as_completed
 
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.fleet_findings import fleet_findings
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare
 from stormwatch.flows.parameters import AuditParameters
@@ -38,8 +40,7 @@ from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.batches import Batch, batch_by_bytes
 from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_inventory
 from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings
-from stormwatch.tasks.notify.fleet_findings import fleet_findings
+from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import UnchangedJob, notify_task
 from stormwatch.tasks.plan import AuditPlan, plan_audit
 from stormwatch.tasks.publish import publish_fleet_task
@@ -99,7 +100,7 @@ def audit_options(params: AuditParameters) -> AuditOptions:
     diagnose = DiagnoseOptions.parse(fail_on=params.fail_on.value, preset=params.preset.value,
                                      max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events,
                                      all_sessions=True, max_sessions=params.max_sessions)
-    return AuditOptions(diagnose, force=params.force, max_bytes=params.max_job_bytes,
+    return AuditOptions(diagnose=diagnose, force=params.force, max_bytes=params.max_job_bytes,
                         report_base_url=params.report_base_url, audit_time=params.audit_time(),
                         job_names=params.job_names(), regression=params.regression_thresholds())
 
@@ -170,9 +171,9 @@ def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]
     return {
         "summary": fleet["summary"],
         "exit_code": exit_code,
-        "failed": sorted(row.job_id for row in rows if row.status is JobStatus.FAILED),
-        "refused": sorted(row.job_id for row in rows if row.status is JobStatus.REFUSED),
-        "critical": sorted(row.job_id for row in rows if row.verdict is VerdictStatus.CRITICAL),
+        JobStatus.FAILED.value: sorted(row.job_id for row in rows if row.status is JobStatus.FAILED),
+        JobStatus.REFUSED.value: sorted(row.job_id for row in rows if row.status is JobStatus.REFUSED),
+        VerdictStatus.CRITICAL.value: sorted(row.job_id for row in rows if row.verdict is VerdictStatus.CRITICAL),
     }
 
 
@@ -211,7 +212,7 @@ def audit_jobs(
     rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
     sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
                                   rows=rows)
-    return AuditRun(rows, outcomes, plan, sections)
+    return AuditRun(rows=rows, outcomes=outcomes, plan=plan, sections=sections)
 
 
 @flow(name="nightly-audit", log_prints=False)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from stormwatch.alerting.policy import DEFAULT_GROUP_ABOVE, DEFAULT_REPEAT_INTERVAL, AlertPolicy
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.diagnose import DEFAULT_MAX_SESSIONS
 from stormwatch.history.job_names import JobNamePattern
@@ -30,8 +31,7 @@ from stormwatch.load.limits import LoadLimits
 from stormwatch.severity import FailOn
 from stormwatch.tasks.batches import BatchSizing
 from stormwatch.tasks.engine_pool import EngineMode, EngineSettings
-from stormwatch.tasks.notify.policy import DEFAULT_GROUP_ABOVE, DEFAULT_REPEAT_INTERVAL, AlertPolicy, parse_duration
-from stormwatch.tasks.notify.settings import plain_error
+from stormwatch.tasks.notify.settings import parse_duration, plain_error
 from stormwatch.tasks.storage.protocol import StorageSettings
 
 #: The least first-cause severity that notifies (``info`` would notify on everything).

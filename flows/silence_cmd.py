@@ -21,10 +21,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stormwatch.outputs.verdict import ExitCode
-from stormwatch.tasks.notify.config_file import ConfigError
-from stormwatch.tasks.notify.config_store import change_silences, read_silence_book, report_name
-from stormwatch.tasks.notify.silences import (
+from stormwatch.alerting.config_file import ConfigError
+from stormwatch.alerting.silences import (
     MAX_REASON_CHARS,
     Silence,
     SilenceBook,
@@ -32,6 +30,8 @@ from stormwatch.tasks.notify.silences import (
     parse_until,
     silence_id,
 )
+from stormwatch.outputs.verdict import ExitCode
+from stormwatch.tasks.notify.config_store import change_silences, read_silence_book, report_name
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.probe import StoreUnreachableError, survey_root
 from stormwatch.tasks.storage.protocol import SILENCES_KEY, Storage, StorageError, StorageSettings, parse_storage_uri

@@ -1,6 +1,6 @@
 """Alerting on the fleet index: per receiver, what the last audit sent and what is still firing,
 silenced, inhibited, failed or resolved, from fleet.json's optional ``alerts`` member (written by
-the notify step, :mod:`stormwatch.tasks.notify.overview`).
+the notify step, :mod:`stormwatch.alerting.overview`).
 
 Absent or malformed: no section (an older fleet.json, or notifications never ran). Every string
 (job ids, names, signals, hosts, silence ids, configuration errors) is plain text here and

@@ -24,6 +24,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
+from stormwatch.alerting.findings import JobFinding
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
 from stormwatch.history.job_names import JobNamePattern
@@ -31,11 +32,11 @@ from stormwatch.history.job_regression import regression_summary
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.rows import history_rows
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, row_from_document
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.outputs.model_json import dumps_document, input_fingerprint
 from stormwatch.outputs.verdict import VerdictStatus, exit_code_for
 from stormwatch.reports.jobattempts import PageNav
 from stormwatch.reports.render import render_job
-from stormwatch.tasks.notify.dispatch import JobFinding
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy, is_transient
 from stormwatch.tasks.stale_sessions import listed_folders, prune_sessions, written_folders
 from stormwatch.tasks.storage.inventory import JobInputs
@@ -46,9 +47,6 @@ from stormwatch.tasks.storage.protocol import (
     model_json_key,
     report_html_key,
 )
-
-HTML = "text/html; charset=utf-8"
-JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -165,9 +163,9 @@ def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: s
         folder = f"{diagnosis.job_id}/{result.folder}"
         nav = PageNav.for_session(depth=result.folder.count("/") + 1, attempt=labels.get(result.session_id))
         try:
-            storage.write_report(f"{folder}/model.json", dumps_document(document), content_type=JSON)
+            storage.write_report(f"{folder}/model.json", dumps_document(document), content_type=MediaType.JSON)
             storage.write_report(f"{folder}/report.html", render_job(document, nav=nav).encode("utf-8"),
-                                 content_type=HTML)
+                                 content_type=MediaType.HTML)
         except Exception as exc:
             if is_transient(exc):
                 raise
@@ -197,8 +195,8 @@ def diagnose_inputs(
         document["fleet"]["regression"] = regression_summary(job.job_id, history, earlier,
                                                              thresholds=options.regression)
     report = report_html_key(job.job_id)
-    storage.write_report(model_json_key(job.job_id), dumps_document(document), content_type=JSON)
-    storage.write_report(report, render_job(document).encode("utf-8"), content_type=HTML)
+    storage.write_report(model_json_key(job.job_id), dumps_document(document), content_type=MediaType.JSON)
+    storage.write_report(report, render_job(document).encode("utf-8"), content_type=MediaType.HTML)
     listed = job.session_folders if listed_sessions is None else listed_sessions
     prune_sessions(storage, job.job_id, listed=listed, written=written_folders(diagnosis))
     row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)

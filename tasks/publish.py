@@ -16,8 +16,8 @@ import pandas as pd
 from prefect import task
 
 from stormwatch.outputs.fleet import FleetRow, fleet_document, merge_rank_tables, with_carried_ranks
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.reports.render import render_index
-from stormwatch.tasks.audit_job import HTML
 from stormwatch.tasks.retry import FLEET_IO_RETRY
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
@@ -51,10 +51,10 @@ def publish_fleet(
     members added to fleet.json (trends, regressions, suspect hosts, coverage, history)."""
     document = {**fleet_document(rows, generated_at=generated_at, storage=storage_uri), **(sections or {})}
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
-                         content_type="application/json")
+                         content_type=MediaType.JSON)
     storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(with_carried_ranks(carried_ranks, rows)),
-                         content_type="application/vnd.apache.parquet")
-    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
+                         content_type=MediaType.PARQUET)
+    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=MediaType.HTML)
     return document
 
 
@@ -71,9 +71,9 @@ def update_fleet(storage: Storage, row: FleetRow, *, generated_at: datetime, sto
     old_table = storage.read_report(FLEET_PARQUET_KEY)
     table = merge_rank_tables(pd.read_parquet(io.BytesIO(old_table)) if old_table else None, [row])
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
-                         content_type="application/json")
-    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(table), content_type="application/vnd.apache.parquet")
-    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
+                         content_type=MediaType.JSON)
+    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(table), content_type=MediaType.PARQUET)
+    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=MediaType.HTML)
     return document
 
 

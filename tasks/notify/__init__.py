@@ -1,4 +1,4 @@
-"""Notifications and alerting: findings as alerts (a state per fingerprint, routes, silences, grouping,
-inhibition), Slack and email messages, delivery, the append-only ledger, settings and secrets, and
-the Prefect step. The pure parts (observations, alert_state, decisions, routes, silences, inhibition,
-grouping, messages, overview) take records and return decisions; IO lives in step, config_store and sending."""
+"""Notifications: what talks to the world for alerting. Slack and email (rendering and sending), delivery
+with retries, secrets resolved and redacted, settings from flags and the environment, the routes and
+silences files in storage, and the audit's notify step (its Prefect task, the alert state's claims).
+What to send, and why, is decided by the pure :mod:`stormwatch.alerting`."""

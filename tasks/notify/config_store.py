@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from stormwatch.tasks.notify.config_file import ConfigError
-from stormwatch.tasks.notify.routes import Receiver, RouteTable, parse_routes
-from stormwatch.tasks.notify.silences import SilenceBook, read_silences
+from stormwatch.alerting.config_file import ConfigError
+from stormwatch.alerting.routes import Receiver, RouteTable, parse_routes
+from stormwatch.alerting.silences import SilenceBook, read_silences
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.storage.protocol import ROUTES_KEY, SILENCES_KEY, Storage
 
-_JSON = "application/json"
 _ROUNDS = 5
 T = TypeVar("T")
 
@@ -104,9 +104,9 @@ def change_silences(storage: Storage, change: Callable[[SilenceBook], tuple[Sile
         if current is not None and data == current[0]:
             return value
         if current is None:
-            written = storage.create_report_exclusive(SILENCES_KEY, data, content_type=_JSON)
+            written = storage.create_report_exclusive(SILENCES_KEY, data, content_type=MediaType.JSON)
         else:
-            written = storage.replace_report_if(SILENCES_KEY, data, version=current[1], content_type=_JSON)
+            written = storage.replace_report_if(SILENCES_KEY, data, version=current[1], content_type=MediaType.JSON)
         if written is not None:
             return value
     raise ConcurrentChangeError(f"{name} kept changing while being written; try again")

@@ -59,7 +59,7 @@ def deliver(
     attempted = policy.run(send, sleep=sleep, on_retry=retrying)
     if attempted.error is None:
         log.info("notify: sent %s (attempt %d)", what, attempted.attempts)
-        return Delivery(True, attempted.attempts)
+        return Delivery(ok=True, attempts=attempted.attempts)
     error = describe(attempted.error)
     log.warning("notify: %s failed after %d attempt(s): %s", what, attempted.attempts, error)
-    return Delivery(False, attempted.attempts, error, attempted.transient)
+    return Delivery(ok=False, attempts=attempted.attempts, error=error, transient=attempted.transient)

@@ -5,14 +5,14 @@ fleet's regressions and suspect devices), the current ``notifications.jsonl`` an
 the routes and silences; then writes back ``NotifyResult.ledger`` and ``NotifyResult.alerts``.
 Steps, all pure but the sends:
 
-1. observe (:mod:`.observations`): each job name evaluated by its latest run; fleet kinds when
-   the fleet's sections were computed;
-2. advance the alert state (:mod:`.alert_state`): new alerts fire, seen ones are still firing,
-   evaluated ones not seen resolve;
-3. inhibit (:mod:`.inhibition`), route (:mod:`.routes`), silence (:mod:`.silences`) and decide per
-   target (:mod:`.decisions`): send new, repeat after ``repeat_interval``, resolved when asked, or hold;
+1. observe (:mod:`stormwatch.alerting.observations`): each job name evaluated by its latest run;
+   fleet kinds when the fleet's sections were computed;
+2. advance the alert state (:mod:`stormwatch.alerting.alert_state`): new alerts fire, seen ones are
+   still firing, evaluated ones not seen resolve;
+3. inhibit, route, silence and decide per target (:mod:`stormwatch.alerting.inhibition`, ``.routes``,
+   ``.silences``, ``.decisions``): send new, repeat after ``repeat_interval``, resolved when asked, or hold;
 4. claim the sends in the alert state (``claim``: the caller's conditional write; refused means
-   another audit changed the state meanwhile: nothing is sent), send (:mod:`.grouping`,
+   another audit changed the state meanwhile: nothing is sent), send (``stormwatch.alerting.grouping``,
    :mod:`.sending`), settle each target and append one ledger line per finding whose decision changed.
 
 A failed send is retried by the next call; a rerun with the same findings sends nothing and
@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from stormwatch.tasks.notify import collector
-from stormwatch.tasks.notify.alert_file import AlertBook, read_book
-from stormwatch.tasks.notify.alert_records import AlertRecord, AlertStatus, TargetState, Transition
-from stormwatch.tasks.notify.alert_state import advance, seeded
-from stormwatch.tasks.notify.decisions import (
+from stormwatch.alerting import collector
+from stormwatch.alerting.alert_file import AlertBook, read_book
+from stormwatch.alerting.alert_records import AlertRecord, AlertStatus, TargetState, Transition
+from stormwatch.alerting.alert_state import advance, seeded
+from stormwatch.alerting.decisions import (
     Circumstances,
     TargetPlan,
     claimed_state,
@@ -39,13 +39,11 @@ from stormwatch.tasks.notify.decisions import (
     plan_alert,
     sent_state,
 )
-from stormwatch.tasks.notify.delivery import Delivery
-from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding
-from stormwatch.tasks.notify.grouping import Outgoing, outgoing
-from stormwatch.tasks.notify.inhibition import Inhibitions, inhibit
-from stormwatch.tasks.notify.ledger import (
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.grouping import Outgoing, outgoing
+from stormwatch.alerting.inhibition import Inhibitions, inhibit
+from stormwatch.alerting.ledger import (
     DEFAULT_RECEIVER,
-    ChannelName,
     ChannelOutcome,
     ChannelStatus,
     ConfigNote,
@@ -53,30 +51,15 @@ from stormwatch.tasks.notify.ledger import (
     FindingKey,
     LedgerState,
     append_lines,
-    pending_job_ids,
     read_ledger,
 )
-from stormwatch.tasks.notify.observations import Fingerprint, RunMark, observe
-from stormwatch.tasks.notify.overview import alert_overview
-from stormwatch.tasks.notify.routes import Receiver, RouteTable
-from stormwatch.tasks.notify.secrets import SecretRef
+from stormwatch.alerting.observations import Fingerprint, RunMark, observe
+from stormwatch.alerting.overview import alert_overview
+from stormwatch.alerting.routes import Receiver, RouteTable
+from stormwatch.alerting.silences import SilenceBook
+from stormwatch.tasks.notify.delivery import Delivery
 from stormwatch.tasks.notify.sending import send_all
 from stormwatch.tasks.notify.settings import NotifySettings
-from stormwatch.tasks.notify.silences import SilenceBook
-
-__all__ = [
-    "ChannelName",
-    "ChannelStatus",
-    "Decision",
-    "IndicatorFact",
-    "JobFinding",
-    "NotifyResult",
-    "NotifySettings",
-    "SecretRef",
-    "default_receiver",
-    "notify_jobs",
-    "pending_job_ids",
-]
 
 log = logging.getLogger("stormwatch.tasks.notify.dispatch")
 Claim = Callable[[bytes], bool]
@@ -120,8 +103,8 @@ class NotifyResult:
 
 def default_receiver(settings: NotifySettings) -> Receiver:
     """The flags' (or environment's, or blocks') webhook and addresses, as the ``default`` receiver."""
-    return Receiver(DEFAULT_RECEIVER, settings.slack_webhook, settings.smtp_url, settings.email_to,
-                    settings.email_from)
+    return Receiver(name=DEFAULT_RECEIVER, slack_webhook=settings.slack_webhook, smtp_url=settings.smtp_url,
+                    email_to=settings.email_to, email_from=settings.email_from)
 
 
 @dataclass(frozen=True)
@@ -153,7 +136,7 @@ def _decide(book: AlertBook, transitions: Mapping[Fingerprint, Transition], rout
                              notify_on=settings.notify_on, now=now)
         if decided:
             plans[fingerprint] = decided
-    return _Decided(records, plans, inhibitions, transitions)
+    return _Decided(records=records, plans=plans, inhibitions=inhibitions, transitions=transitions)
 
 
 def _with_targets(decided: _Decided, state_of: Callable[[AlertRecord, TargetPlan], TargetState]) -> AlertBook:
@@ -171,6 +154,13 @@ def _ledger_key(record: AlertRecord) -> FindingKey:
         return record.key
     stamp_ns = int(datetime.fromisoformat(record.resolved_at).timestamp()) * 1_000_000_000
     return replace(record.key, timestamp_ns=stamp_ns)
+
+
+def _ledger_state(record: AlertRecord, transition: Transition) -> Transition:
+    """What a ledger line says the alert did: resolved (now, or a resolution retried), fired, or fires still."""
+    if record.status is AlertStatus.RESOLVED:
+        return Transition.RESOLVED
+    return Transition.NEW if transition is Transition.NEW else Transition.STILL_FIRING
 
 
 def _lines(decided: _Decided, settled: Settled, state: LedgerState, stamp: str
@@ -196,11 +186,10 @@ def _lines(decided: _Decided, settled: Settled, state: LedgerState, stamp: str
         same = previous is not None and {name: item.status for name, item in previous.channels.items()} == {
             name: item.status for name, item in channels.items()}
         if attempted or not same:
-            transition = decided.transitions[fingerprint]
-            state_name = "resolved" if record.status is AlertStatus.RESOLVED else (
-                "firing" if transition is Transition.NEW else "still_firing")
-            lines.append(Decision(key, record.severity, stamp, channels, alert=fingerprint.text, state=state_name,
-                                  silenced_by=record.silenced_by, inhibited_by=record.inhibited_by))
+            state_now = _ledger_state(record, decided.transitions[fingerprint])
+            lines.append(Decision(key=key, severity=record.severity, decided_at=stamp, channels=channels,
+                                  alert=fingerprint.text, state=state_now.value, silenced_by=record.silenced_by,
+                                  inhibited_by=record.inhibited_by))
             skipped += 0 if attempted else 1
     return lines, skipped
 
@@ -287,7 +276,7 @@ def notify_jobs(
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     stamp = now.isoformat()
     token = uuid.uuid4().hex
-    with collector.paused():  # with the block after the sends: next audit's step (5k jobs) 2.63 -> 1.80 s
+    with collector.paused():  # here and after the sends, never around them: see collector (bench/README.md)
         state = read_ledger(ledger)
         book = read_book(alerts)
         names = settings.alerting.job_names()
@@ -308,7 +297,8 @@ def notify_jobs(
     if claimed is not None and claim is not None and not claim(claimed):
         reason = "the alert state changed meanwhile (another audit is notifying)"
         log.warning("notify: nothing sent: %s", reason)
-        return NotifyResult(ledger or b"", (), 0, 0, 0, problems, b"", token, {}, {}, (), reason)
+        return NotifyResult(ledger=ledger or b"", decisions=(), sent=0, failed=0, skipped=0, problems=problems,
+                            token=token, refused=reason)
     deliveries: list[Delivery] = send_all(messages, settings) if messages else []
     with collector.paused():
         result = _settled_result(decided, advanced.runs, messages, deliveries, ledger=ledger, state=state,

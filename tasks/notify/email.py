@@ -1,6 +1,6 @@
 """Email: a multipart/alternative message (text and HTML, the same facts) sent with smtplib.
 
-Telemetry strings are made one-line (:func:`~stormwatch.tasks.notify.findings.one_line`) everywhere
+Telemetry strings are made one-line (:func:`~stormwatch.alerting.plain_text.one_line`) everywhere
 and HTML-escaped in the HTML part. Headers are built with ``email.policy.SMTP``,
 which refuses CR/LF in a header value; subjects are one-line already, so a job id
 cannot add a header. ``From`` is always set; the envelope recipients are exactly
@@ -18,11 +18,12 @@ from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 from html import escape
 
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
+from stormwatch.alerting.plain_text import one_line
+from stormwatch.alerting.targets import SmtpTarget
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError
-from stormwatch.tasks.notify.findings import JobFinding, one_line
-from stormwatch.tasks.notify.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
-from stormwatch.tasks.notify.settings import SmtpTarget
 
 MAX_SUBJECT_CHARS = 200
 

@@ -1,8 +1,10 @@
-"""Secrets for notifications: named (env var, Prefect Secret block) or held privately, and redacted.
+"""Secrets for notifications: named (env var, Prefect Secret block) or held privately, resolved, redacted.
 
 A :class:`SecretRef` names where a secret lives; a value given on the command line
 or read from the environment is held as a pydantic ``SecretStr``, so ``repr``, ``str``,
 ``dataclasses.asdict`` and any JSON dump (Prefect's serialisation) show a mask, never it.
+A routes file's receivers name theirs as :class:`~stormwatch.alerting.secret_names.SecretName`
+(pure, held nowhere); :meth:`SecretRef.of` turns either into a ref to resolve when sending.
 :class:`Redactor` removes every resolved secret (and its URL-encoded and path
 forms) from error texts, and :func:`redacting_logs` applies it to records of the
 HTTP libraries, whose request logs carry the full webhook URL.
@@ -19,6 +21,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from stormwatch.alerting.secret_names import SecretSource
+
 BlockLoader = Callable[[str], "str | None"]
 REDACTED = "[redacted]"
 _HTTP_LOGGERS = ("httpx", "httpcore")
@@ -26,7 +30,7 @@ _MIN_FRAGMENT_CHARS = 4  # shorter fragments (a one-letter password) are not wor
 
 
 def load_prefect_secret(name: str) -> str | None:
-    """The value of the Prefect ``Secret`` block ``name`` (imports Prefect: ~2 s, so only when asked)."""
+    """The value of the Prefect ``Secret`` block ``name`` (imports Prefect, which is slow: only when asked)."""
     from prefect.blocks.system import Secret
 
     block: Any = Secret.load(name)  # a Secret in sync code (Prefect's sync/async dispatch)
@@ -55,6 +59,11 @@ class SecretRef(BaseModel):
     def held(cls, value: str, *, env: str | None = None, flag: str | None = None) -> SecretRef:
         """A ref holding ``value`` in memory (read from ``env`` in a given mapping, or from ``flag``)."""
         return cls(env=env, flag=flag, value=SecretStr(value))
+
+    @classmethod
+    def of(cls, source: SecretSource) -> SecretRef:
+        """``source`` as a ref: itself when it is one (it may hold a value), else the places it names."""
+        return source if isinstance(source, SecretRef) else cls(env=source.env, block=source.block)
 
     @property
     def is_held(self) -> bool:

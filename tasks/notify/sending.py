@@ -17,14 +17,16 @@ from functools import partial
 
 import httpx
 
+from stormwatch.alerting.grouping import Outgoing
+from stormwatch.alerting.ledger import ChannelName
+from stormwatch.alerting.messages import Message
+from stormwatch.alerting.routes import Receiver
+from stormwatch.alerting.secret_names import SecretSource
+from stormwatch.alerting.targets import SmtpTarget
 from stormwatch.tasks.notify.delivery import Delivery, deliver
 from stormwatch.tasks.notify.email import build_alert_message, send_email
-from stormwatch.tasks.notify.grouping import Outgoing
-from stormwatch.tasks.notify.ledger import ChannelName
-from stormwatch.tasks.notify.messages import Message
-from stormwatch.tasks.notify.routes import Receiver
 from stormwatch.tasks.notify.secrets import Redactor, SecretRef, redacting_logs
-from stormwatch.tasks.notify.settings import NotifySettings, SmtpTarget
+from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.slack import message_payload, post_webhook
 from stormwatch.tasks.retry import RetryPolicy
 
@@ -32,8 +34,9 @@ log = logging.getLogger("stormwatch.tasks.notify.dispatch")
 Sender = Callable[[Message], None]
 
 
-def _resolve(ref: SecretRef | None, redact: Redactor) -> str:
+def _resolve(source: SecretSource | None, redact: Redactor) -> str:
     """The secret's value (added to ``redact``); raises ValueError naming the ref, never the value."""
+    ref = None if source is None else SecretRef.of(source)
     try:
         value = None if ref is None else ref.resolve()
     except Exception as exc:  # Prefect block errors of any kind
@@ -89,10 +92,10 @@ def send_all(messages: Sequence[Outgoing], settings: NotifySettings) -> list[Del
                     log.warning("notify: %s target unusable: %s", item.target, senders[item.target])
             send = senders[item.target]
             if isinstance(send, str):
-                out.append(Delivery(False, 0, send))
+                out.append(Delivery(ok=False, attempts=0, error=send))
             elif item.target in down:
                 error = f"not attempted: channel down earlier in this call ({down[item.target].error})"
-                out.append(Delivery(False, 0, error, True))
+                out.append(Delivery(ok=False, attempts=0, error=error, transient=True))
             else:
                 policy = RetryPolicy.exponential(settings.max_attempts, first_delay_s=settings.backoff_s)
                 delivery = deliver(partial(send, item.message), what=_what(item), policy=policy, redact=redact)

@@ -7,7 +7,8 @@ environment only when constructed (never at import) and never a ``.env`` file.
 :class:`NotifySettings` is what the notify step receives: validated, frozen, each secret a
 :class:`~stormwatch.tasks.notify.secrets.SecretRef` (a held ``SecretStr``, or the name of a
 Prefect Secret block loaded only when sending). Precedence: flag > environment > block.
-No error raised here quotes a secret.
+No error raised here quotes a secret. :func:`parse_duration` reads the alert policy's durations as
+people and deployments write them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -29,26 +32,42 @@ from pydantic import (
 from pydantic.dataclasses import dataclass
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from stormwatch.alerting.ledger import ChannelName
+from stormwatch.alerting.policy import AlertPolicy
+from stormwatch.alerting.targets import check_address, check_secret_url, parse_bool, parse_notify_on
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.ledger import ChannelName
-from stormwatch.tasks.notify.policy import AlertPolicy
 from stormwatch.tasks.notify.secrets import SecretRef
-from stormwatch.tasks.notify.targets import (
-    NOTIFY_LEVELS,
-    SmtpTarget,
-    check_address,
-    check_secret_url,
-    parse_bool,
-    parse_notify_on,
-)
-
-__all__ = ["NOTIFY_LEVELS", "NotifySettings", "NotifySources", "SmtpTarget", "check_secret_url", "plain_error"]
 
 ENV_PREFIX = "STORMWATCH_"
 DEFAULT_SENDER = "stormwatch@localhost"
 SECRET_FLAGS = {"slack_webhook": "--slack-webhook", "smtp_url": "--smtp-url"}
 _FLAG_NAMES = {"digest": "notify_digest"}  # the flag --digest, the variable STORMWATCH_NOTIFY_DIGEST
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("stormwatch_notify_environ", default=None)
+_DURATION_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+_ISO_DURATION = TypeAdapter(timedelta)  # pydantic's reading of ISO 8601 durations, as it writes them
+
+
+def parse_duration(raw: object) -> timedelta:
+    """``7d``, ``36h``, ``90m``, ``3600s``, an ISO 8601 duration (``P7D``, how a deployment's JSON holds
+    it), a timedelta or seconds as a number, as a positive timedelta; ValueError otherwise."""
+    if isinstance(raw, timedelta):
+        value = raw
+    elif isinstance(raw, int | float) and not isinstance(raw, bool):
+        value = timedelta(seconds=raw)
+    else:
+        text = str(raw).strip()
+        unit = _DURATION_UNITS.get(text[-1:].lower()) if text[:-1].replace(".", "", 1).isdigit() else None
+        number = text.replace(".", "", 1).isdigit()
+        try:
+            if unit or number:
+                value = timedelta(**{unit: float(text[:-1])}) if unit else timedelta(seconds=float(text))
+            else:
+                value = _ISO_DURATION.validate_python(text)
+        except (ValueError, OverflowError):
+            raise ValueError(f"{text[:20]!r} is not a duration (7d, 36h, 90m, 3600s, P7D)") from None
+    if value <= timedelta(0):
+        raise ValueError(f"a duration must be positive, got {raw!s:.20}")
+    return value
 
 
 def plain_error(exc: ValidationError) -> ValueError:
@@ -148,7 +167,7 @@ class NotifySettings:
     """Where and when to notify. ``backoff_s``: first retry delay in seconds, doubled per attempt;
     ``max_attempts``: sends per message and call (first try included, 1..10); ``timeout_s``: per
     request, in seconds. ``email_to`` accepts a comma-separated string. ``alerting``: repeat interval,
-    resolved messages, grouping, the routes file (:class:`~.policy.AlertPolicy`).
+    resolved messages, grouping, the routes file (:class:`~stormwatch.alerting.policy.AlertPolicy`).
 
     Email is configured when both ``smtp_url`` and ``email_to`` are; one without the other is an error.
     """

@@ -16,10 +16,12 @@ from typing import Any
 import httpx
 import orjson
 
+from stormwatch.alerting.findings import IndicatorFact, JobFinding
+from stormwatch.alerting.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
+from stormwatch.alerting.plain_text import one_line
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError
-from stormwatch.tasks.notify.findings import IndicatorFact, JobFinding, one_line
-from stormwatch.tasks.notify.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
 
 MAX_JOB_SECTIONS = 45
 MAX_SECTION_CHARS = 3000
@@ -127,7 +129,7 @@ def post_webhook(client: httpx.Client, url: str, payload: dict[str, Any]) -> Non
     Error texts here may quote the URL (httpx does); the caller redacts them.
     """
     try:
-        response = client.post(url, content=orjson.dumps(payload), headers={"Content-Type": "application/json"})
+        response = client.post(url, content=orjson.dumps(payload), headers={"Content-Type": MediaType.JSON})
     except httpx.TransportError as exc:
         raise SendError(f"{type(exc).__name__}: {exc}", retriable=True) from None
     if response.is_success:

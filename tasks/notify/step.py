@@ -24,13 +24,16 @@ import orjson
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from stormwatch.alerting.alert_state import merged
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.ledger import LedgerState, read_ledger, undecided
+from stormwatch.analysis.model import IndicatorKind
 from stormwatch.outputs.fleet import FleetRow
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.reports.render import render_index
-from stormwatch.tasks.audit_job import HTML
-from stormwatch.tasks.notify.alert_state import merged
 from stormwatch.tasks.notify.config_store import load_alert_config
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySettings, default_receiver, notify_jobs
-from stormwatch.tasks.notify.ledger import LedgerState, read_ledger, undecided
+from stormwatch.tasks.notify.dispatch import NotifyResult, default_receiver, notify_jobs
+from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
     ALERTS_KEY,
@@ -42,7 +45,6 @@ from stormwatch.tasks.storage.protocol import (
     model_json_key,
 )
 
-_JSON = "application/json"
 _COMMIT_ROUNDS = 5
 
 
@@ -64,7 +66,7 @@ def unchanged_findings(
     findings: list[JobFinding] = []
     for job in jobs:
         row = job.row
-        indicators = {"earliest": row.earliest, "most_severe": row.most_severe}
+        indicators = {IndicatorKind.EARLIEST: row.earliest, IndicatorKind.MOST_SEVERE: row.most_severe}
         if not undecided(ledger, row.job_id, indicators, channels=settings.channels, notify_on=settings.notify_on):
             continue
         data = storage.read_report(model_json_key(row.job_id))
@@ -85,11 +87,11 @@ def commit_alerts(storage: Storage, result: NotifyResult, *, version: str | None
         if data is None:
             return False
         if version is None:
-            written = storage.create_report_exclusive(ALERTS_KEY, data, content_type=_JSON)
+            written = storage.create_report_exclusive(ALERTS_KEY, data, content_type=MediaType.JSON)
         elif data == read:
             return True  # nothing changed (a rerun)
         else:
-            written = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=_JSON)
+            written = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=MediaType.JSON)
         if written is not None:
             return True
         current = storage.read_report_versioned(ALERTS_KEY)
@@ -105,8 +107,9 @@ def publish_overview(storage: Storage, overview: Mapping[str, object]) -> bool:
         return False
     document = orjson.loads(data)
     document["alerts"] = overview
-    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2), content_type=_JSON)
-    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=HTML)
+    data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    storage.write_report(FLEET_JSON_KEY, data, content_type=MediaType.JSON)
+    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=MediaType.HTML)
     return True
 
 
@@ -131,9 +134,9 @@ def notify_step(
 
     def claim(data: bytes) -> bool:
         if version is None:
-            claimed[0] = storage.create_report_exclusive(ALERTS_KEY, data, content_type=_JSON)
+            claimed[0] = storage.create_report_exclusive(ALERTS_KEY, data, content_type=MediaType.JSON)
         else:
-            claimed[0] = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=_JSON)
+            claimed[0] = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=MediaType.JSON)
         return claimed[0] is not None
 
     result = notify_jobs(findings, ledger=ledger, settings=settings, now=now, alerts=alerts, routes=config.routes,
@@ -149,7 +152,7 @@ def notify_step(
     if not stored:
         summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]
     if result.changed:
-        storage.write_report(NOTIFICATIONS_KEY, result.ledger, content_type="application/x-ndjson")
+        storage.write_report(NOTIFICATIONS_KEY, result.ledger, content_type=MediaType.NDJSON)
     publish_overview(storage, result.overview)
     return summary
 

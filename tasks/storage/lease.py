@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.storage.job_ids import segment_problem
 from stormwatch.tasks.storage.protocol import LOCKS_FOLDER, Storage
 
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 
 AUDIT_LEASE = "audit"
 DEFAULT_TTL_S = 1800.0
-_CONTENT_TYPE = "application/json"
 _ROUNDS = 3  # create / take-over attempts before acquire gives up on a contended lease
 
 Clock = Callable[[], datetime]
@@ -126,7 +126,7 @@ class Lease:
                 raise LeaseLostError(f"lease {self.key} was released")
             renewed = replace(self._record, expires_at=self._clock() + timedelta(seconds=self.ttl_s))
             body = renewed.to_bytes()
-            written = self.storage.replace_report_if(self.key, body, version=self._version, content_type=_CONTENT_TYPE)
+            written = self.storage.replace_report_if(self.key, body, version=self._version, content_type=MediaType.JSON)
             version = _confirmed(self.storage, self.key, body, written)
             if version is None:
                 raise LeaseLostError(f"lease {self.key} is no longer held by {self._record.owner}")
@@ -200,9 +200,10 @@ def acquire(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT
     key = lease_key(name)
     for _ in range(_ROUNDS):
         now = clock()
-        record = LeaseRecord(owner or default_owner(name), uuid.uuid4().hex, now, now + timedelta(seconds=ttl_s))
+        record = LeaseRecord(owner=owner or default_owner(name), token=uuid.uuid4().hex, acquired_at=now,
+                             expires_at=now + timedelta(seconds=ttl_s))
         body = record.to_bytes()
-        version = storage.create_report_exclusive(key, body, content_type=_CONTENT_TYPE)
+        version = storage.create_report_exclusive(key, body, content_type=MediaType.JSON)
         if version is None:
             current = storage.read_report_versioned(key)
             if current is None:
@@ -213,7 +214,7 @@ def acquire(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT
                     return None
                 log.warning("taking over lease %s: %s", key,
                             f"expired ({found.describe()})" if found else "not a lease document")
-                version = storage.replace_report_if(key, body, version=current[1], content_type=_CONTENT_TYPE)
+                version = storage.replace_report_if(key, body, version=current[1], content_type=MediaType.JSON)
         version = _confirmed(storage, key, body, version)
         if version is not None:
             return Lease(storage, key, record, version, ttl_s=ttl_s, clock=clock)

@@ -14,7 +14,7 @@ import pytest
 
 from stormwatch.outputs.fleet import FleetRow
 from stormwatch.tasks.audit_job import AuditOptions, audit_one
-from stormwatch.tasks.notify.dispatch import NotifySettings
+from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import notify_step
 from stormwatch.tasks.publish import publish_fleet
 from tests.faults.conftest import FLEET_JOBS, upload_fleet

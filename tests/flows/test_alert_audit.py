@@ -11,7 +11,8 @@ import pytest
 
 from stormwatch.flows.cli import main
 from tests import builders as b
-from tests.tasks.notify.servers import HOSTILE, SmtpRecorder, WebhookServer, webhook_server
+from tests.stormwatch.alerting.documents import HOSTILE
+from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, webhook_server
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 ROUTES = """\

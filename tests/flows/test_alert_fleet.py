@@ -33,12 +33,13 @@ from typing import Any
 import orjson
 import pytest
 
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.fleet_findings import fleet_findings
+from stormwatch.alerting.silences import Silence, SilenceMatcher, silence_id
 from stormwatch.diagnose import diagnose
 from stormwatch.tasks.notify.config_store import change_silences
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings
-from stormwatch.tasks.notify.fleet_findings import fleet_findings
 from stormwatch.tasks.notify.secrets import SecretRef
-from stormwatch.tasks.notify.silences import Silence, SilenceMatcher, silence_id
+from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import notify_step
 from stormwatch.tasks.publish import publish_fleet
 from stormwatch.tasks.storage.local import LocalStorage

@@ -11,15 +11,19 @@ from typing import Any
 import orjson
 import pytest
 
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.policy import AlertPolicy
+from stormwatch.alerting.silences import Silence, SilenceMatcher, silence_id
+from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.notify.config_store import change_silences
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, notify_jobs
-from stormwatch.tasks.notify.policy import AlertPolicy
-from stormwatch.tasks.notify.silences import Silence, SilenceMatcher, silence_id
-from stormwatch.tasks.notify.step import ALERTS_KEY, commit_alerts, notify_step
+from stormwatch.tasks.notify.dispatch import notify_jobs
+from stormwatch.tasks.notify.settings import NotifySettings
+from stormwatch.tasks.notify.step import commit_alerts, notify_step
 from stormwatch.tasks.publish import publish_fleet
 from stormwatch.tasks.storage.local import LocalStorage
-from stormwatch.tasks.storage.protocol import StorageSettings
-from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, document, webhook_server
+from stormwatch.tasks.storage.protocol import ALERTS_KEY, StorageSettings
+from tests.stormwatch.alerting.documents import document
+from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, webhook_server
 from tests.tasks.notify.test_notify import settings, slack_text
 
 NOW = datetime(2026, 11, 30, 2, tzinfo=UTC)
@@ -132,7 +136,7 @@ def test_a_silenced_alert_is_recorded_never_sent_and_sent_once_the_silence_ends(
 def test_a_malformed_silences_file_is_an_error_and_silences_nothing(storage: LocalStorage,
                                                                    webhook: WebhookServer) -> None:
     storage.write_report("silences.json", b'{"version": 1, "silences": [\n{"id": "s-1", "matchers": []}\n]}',
-                         content_type="application/json")
+                         content_type=MediaType.JSON)
     result = notify_step(storage, [finding("collective", "llama-8r-0142")], settings=settings(webhook), now=NOW)
     assert result["problems"] == ["reports/silences.json line 2: silence 1: matchers must be a non-empty list of "
                                   "name=value strings"]
@@ -149,7 +153,7 @@ def test_an_audit_whose_claim_is_refused_sends_nothing(storage: LocalStorage, we
     stale = notify_jobs([finding("alerts", "bert-7")], ledger=storage.read_report("notifications.jsonl"),
                         alerts=read, settings=quiet, now=NOW,
                         claim=lambda data: storage.replace_report_if(ALERTS_KEY, data, version=version,
-                                                                     content_type="application/json") is not None)
+                                                                     content_type=MediaType.JSON) is not None)
     assert stale.refused and stale.sent == 0 and len(webhook.posts) == 2
 
 
@@ -159,7 +163,7 @@ def test_a_send_claimed_by_an_audit_that_died_waits_then_is_retried(storage: Loc
         pass
 
     def claim_then_die(data: bytes) -> bool:
-        storage.create_report_exclusive(ALERTS_KEY, data, content_type="application/json")
+        storage.create_report_exclusive(ALERTS_KEY, data, content_type=MediaType.JSON)
         raise Died  # the process ends between its claim and its send
 
     quiet = settings(webhook)
@@ -178,7 +182,7 @@ def test_outcomes_land_in_a_state_another_audit_wrote_meanwhile(storage: LocalSt
     claimed: list[str | None] = []
 
     def claim(data: bytes) -> bool:
-        claimed.append(storage.create_report_exclusive(ALERTS_KEY, data, content_type="application/json"))
+        claimed.append(storage.create_report_exclusive(ALERTS_KEY, data, content_type=MediaType.JSON))
         return claimed[-1] is not None
 
     mine = notify_jobs([finding("collective", "llama-8r-0141")], ledger=None, settings=quiet, now=NOW, claim=claim)
@@ -193,7 +197,7 @@ def test_outcomes_land_in_a_state_another_audit_wrote_meanwhile(storage: LocalSt
 
 
 def test_post_job_never_resolves_fleet_alerts(storage: LocalStorage, webhook: WebhookServer) -> None:
-    from tests.tasks.notify.alert_builders import make_suspect
+    from tests.stormwatch.alerting.alert_builders import make_suspect
 
     quiet = settings(webhook, alerting=AlertPolicy(notify_resolved=True))
     notify_step(storage, [make_suspect("node-7")], settings=quiet, now=NOW, fleet_evaluated=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.fleet_findings import fleet_findings
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.dispatch import JobFinding, notify_jobs
-from stormwatch.tasks.notify.fleet_findings import fleet_findings
+from stormwatch.tasks.notify.dispatch import notify_jobs
 from tests.tasks.notify.servers import SmtpRecorder, WebhookServer
 from tests.tasks.notify.test_notify import settings, slack_text
 

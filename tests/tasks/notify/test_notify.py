@@ -12,15 +12,13 @@ from typing import Any
 import orjson
 import pytest
 
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifyResult, NotifySettings, SecretRef, notify_jobs
-from stormwatch.tasks.notify.policy import AlertPolicy
-from tests.tasks.notify.servers import (
-    JOB_BUILDERS,
-    SmtpRecorder,
-    WebhookServer,
-    document,
-    free_port,
-)
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.policy import AlertPolicy
+from stormwatch.tasks.notify.dispatch import NotifyResult, notify_jobs
+from stormwatch.tasks.notify.secrets import SecretRef
+from stormwatch.tasks.notify.settings import NotifySettings
+from tests.stormwatch.alerting.documents import JOB_BUILDERS, document
+from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, free_port
 
 NOW = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
 REPORTS = "https://reports.example/stormwatch"

@@ -1,4 +1,4 @@
-"""The pieces under notify_jobs: reading model.json, formatting, escaping, Slack limits, retries, the ledger."""
+"""The pieces under notify_jobs that talk to the world: escaping, Slack limits, email headers, retries, redaction."""
 
 from __future__ import annotations
 
@@ -8,123 +8,19 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
+from stormwatch.alerting.findings import JobFinding
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError, deliver
 from stormwatch.tasks.notify.email import build_message
-from stormwatch.tasks.notify.findings import JobFinding, format_offset_ns, format_time_ns, one_line
-from stormwatch.tasks.notify.ledger import (
-    ChannelName,
-    ChannelOutcome,
-    ChannelStatus,
-    Decision,
-    FindingKey,
-    append_lines,
-    pending_job_ids,
-    read_ledger,
-)
 from stormwatch.tasks.notify.secrets import Redactor
 from stormwatch.tasks.notify.slack import MAX_SECTION_CHARS, job_section_text, slack_escape, slack_link, slack_payload
 from stormwatch.tasks.retry import RetryPolicy
-from tests.tasks.notify.servers import HOSTILE, document
+from tests.stormwatch.alerting.documents import HOSTILE, document
 
 NOW = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
 
 
-# --- model.json -> JobFinding -------------------------------------------------------------
-
-
-def test_a_critical_collective_job_reads_as_two_indicators_timed_from_the_first_session() -> None:
-    doc = document("collective")
-    job = JobFinding.from_document(doc, report_url="https://r.example/x")
-    started = min(session["started_at_ns"] for session in doc["sessions"])
-    assert job.started_at_ns == started == 1_700_000_000_000_000_000
-    assert [(item.kind, item.rank, item.severity, item.signal) for item in job.indicators] == [
-        ("earliest", 0, Severity.CRITICAL, "collective:collective_confident"),
-        ("most_severe", 0, Severity.CRITICAL, "collective:collective_confident"),
-    ]
-    assert job.indicators[0].since_start_ns == 2_830_000_000
-    assert job.indicators[0].phase_path == "train / all_reduce"
-    assert job.indicators[0].when == "2023-11-14 22:13:22.830 UTC (+2.830 s after start)"
-    assert (job.verdict, job.worst(), job.missing_ranks, job.expected_ranks) == ("critical", Severity.CRITICAL, (), 4)
-
-
-def test_job_start_falls_back_to_the_earliest_sample_or_marker() -> None:
-    doc = document("collective")
-    doc["sessions"] = []
-    assert JobFinding.from_document(doc, report_url=None).started_at_ns == 1_700_000_000_000_000_000
-    doc["model"]["per_rank_timelines"], doc["model"]["markers_by_rank"] = {}, {}
-    job = JobFinding.from_document(doc, report_url=None)
-    assert job.started_at_ns is None and job.indicators[0].since_start_ns is None
-
-
-def test_missing_ranks_and_clean_jobs() -> None:
-    missing = JobFinding.from_document(document("missing"), report_url=None)
-    assert (missing.verdict, missing.indicators, missing.missing_text, missing.expected_ranks) == (
-        "warning",
-        (),
-        "2-3",
-        4,
-    )
-    assert JobFinding.from_document(document("clean"), report_url=None).worst() is None
-
-
-@pytest.mark.parametrize(
-    "damage",
-    [
-        lambda doc: doc.pop("model"),
-        lambda doc: doc["model"]["indicators"][0].pop("rank"),
-        lambda doc: doc["model"]["indicators"][0].update(severity="fatal"),
-        lambda doc: doc.update(verdict=None),
-    ],
-)
-def test_a_malformed_document_is_a_value_error(damage: Callable[[dict], object]) -> None:
-    doc = document("alerts")
-    damage(doc)
-    with pytest.raises(ValueError, match="not a stormwatch model.json document"):
-        JobFinding.from_document(doc, report_url=None)
-
-
-# --- formatting and escaping ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("offset_ns", "text"),
-    [
-        (2_830_000_000, "+2.830 s"),
-        (0, "+0.000 s"),
-        (-500_000_000, "-0.500 s"),
-        (75_000_000_000, "+1 min 15.0 s"),
-        (3_723_500_000_000, "+1 h 02 min 03.5 s"),
-    ],
-)
-def test_offsets(offset_ns: int, text: str) -> None:
-    assert format_offset_ns(offset_ns) == text
-
-
-def test_times_are_utc_to_the_millisecond() -> None:
-    assert format_time_ns(1_700_000_002_830_999_999) == "2023-11-14 22:13:22.830 UTC"
-
-
-@pytest.mark.parametrize(
-    ("raw", "limit", "text"),
-    [
-        ("a\r\nBcc: x", 300, "a  Bcc: x"),
-        ("left\u202eright\u2028end\x00", 300, "left right end "),
-        ("abcdef", 4, "abc…"),
-    ],
-)
-def test_one_line(raw: str, limit: int, text: str) -> None:
-    assert one_line(raw, limit) == text
-
-
-def test_one_line_blanks_exactly_the_control_format_and_line_separator_characters() -> None:
-    """Every code point, alone (the printable fast path) and all together (the per-character pass)."""
-    import unicodedata
-
-    every = [chr(point) for point in range(0x110000)]
-    blanked = {ch for ch in every if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")}
-    assert {ch for ch in every if one_line(ch) != ch} == blanked and {one_line(ch) for ch in blanked} == {" "}
-    assert one_line("".join(every), len(every)) == "".join(" " if ch in blanked else ch for ch in every)
+# --- escaping ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -238,64 +134,3 @@ def test_redactor_covers_encoded_forms_and_url_parts() -> None:
         "login p@ss/w0rd p%40ss%2Fw0rd url /services/T1/B2/tok3n?x=1 raw https://hooks.example/services/T1/B2/tok3n?x=1"
     )
     assert redact(text) == "login [redacted] [redacted] url [redacted] raw [redacted]"
-
-
-# --- the ledger ------------------------------------------------------------------------------
-
-
-def decision(job_id: str, slack: ChannelStatus, email: ChannelStatus, severity: str = "critical") -> Decision:
-    key = FindingKey(job_id, "most_severe", 3, "alert:critical", 1_700_000_003_500_000_000)
-    channels = {ChannelName.SLACK: ChannelOutcome(slack, 1), ChannelName.EMAIL: ChannelOutcome(email, 0, "boom")}
-    return Decision(key, Severity(severity), "2026-01-02T02:00:00+00:00", channels)
-
-
-def test_ledger_lines_round_trip_and_the_latest_line_wins() -> None:
-    first = decision("job-1", ChannelStatus.FAILED, ChannelStatus.NOT_CONFIGURED)
-    later = decision("job-1", ChannelStatus.SENT, ChannelStatus.NOT_CONFIGURED)
-    state = read_ledger(append_lines(None, [first, later]))
-    assert state.latest == {first.key: later} and state.problems == ()
-    assert orjson.loads(first.to_line())["key"] == "job-1|most_severe|3|alert:critical|1700000003500000000"
-
-
-@pytest.mark.parametrize(
-    ("existing", "expected_prefix"),
-    [(None, b""), (b"", b""), (b'{"x":1}\n', b'{"x":1}\n'), (b'{"torn', b'{"torn\n')],
-)
-def test_appending_never_rewrites_existing_bytes(existing: bytes | None, expected_prefix: bytes) -> None:
-    line = decision("job-1", ChannelStatus.SENT, ChannelStatus.SENT).to_line()
-    combined = append_lines(existing, [decision("job-1", ChannelStatus.SENT, ChannelStatus.SENT)])
-    assert combined == expected_prefix + line
-    assert append_lines(existing, []) == (existing or b"")
-
-
-def test_unreadable_lines_and_unknown_channels_are_tolerated() -> None:
-    line = orjson.loads(decision("job-1", ChannelStatus.SENT, ChannelStatus.SENT).to_line())
-    line["channels"]["pager"] = {"status": "sent"}
-    data = b"\n".join([b"garbage", orjson.dumps(line), b'{"key": 1}', b""])
-    state = read_ledger(data)
-    assert list(state.latest) == [decision("job-1", ChannelStatus.SENT, ChannelStatus.SENT).key]
-    assert state.problems == (
-        "notifications.jsonl line 1: unreadable (JSONDecodeError); skipped",
-        "notifications.jsonl line 3: unreadable (KeyError); skipped",
-    )
-
-
-def test_pending_jobs_are_those_not_yet_sent_on_a_configured_channel() -> None:
-    data = append_lines(
-        None,
-        [
-            decision("sent-both", ChannelStatus.SENT, ChannelStatus.SENT),
-            decision("slack-failed", ChannelStatus.FAILED, ChannelStatus.SENT),
-            decision("email-unconfigured", ChannelStatus.SENT, ChannelStatus.NOT_CONFIGURED),
-            decision(
-                "warning-only", ChannelStatus.SKIPPED_BELOW_THRESHOLD, ChannelStatus.SKIPPED_BELOW_THRESHOLD, "warning"
-            ),
-        ],
-    )
-    assert pending_job_ids(data, channels=[ChannelName.SLACK]) == {"slack-failed"}
-    assert pending_job_ids(data, channels=list(ChannelName)) == {"slack-failed", "email-unconfigured"}
-    assert pending_job_ids(data, channels=[ChannelName.SLACK], notify_on=Severity.WARNING) == {
-        "slack-failed",
-        "warning-only",
-    }
-    assert pending_job_ids(None, channels=list(ChannelName)) == set()

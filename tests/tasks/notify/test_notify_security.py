@@ -12,16 +12,12 @@ from urllib.parse import quote
 
 import pytest
 
-from stormwatch.tasks.notify.dispatch import JobFinding, NotifySettings, SecretRef, notify_jobs
-from tests.tasks.notify.servers import (
-    HOSTILE_JOB_ID,
-    WEBHOOK_PATH,
-    SmtpRecorder,
-    WebhookServer,
-    document,
-    self_signed_tls,
-    smtp_server,
-)
+from stormwatch.alerting.findings import JobFinding
+from stormwatch.tasks.notify.dispatch import notify_jobs
+from stormwatch.tasks.notify.secrets import SecretRef
+from stormwatch.tasks.notify.settings import NotifySettings
+from tests.stormwatch.alerting.documents import HOSTILE_JOB_ID, document
+from tests.tasks.notify.servers import WEBHOOK_PATH, SmtpRecorder, WebhookServer, self_signed_tls, smtp_server
 from tests.tasks.notify.test_notify import NOW, ONCALL, REPORTS, lines, states
 
 PASSWORD = "p@ss:w0rd/Secret%42"

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from stormwatch.alerting.policy import AlertPolicy
+from stormwatch.alerting.targets import SmtpTarget
 from stormwatch.severity import Severity
-from stormwatch.tasks.notify.dispatch import NotifySettings, SecretRef
-from stormwatch.tasks.notify.settings import SmtpTarget
+from stormwatch.tasks.notify.secrets import SecretRef
+from stormwatch.tasks.notify.settings import NotifySettings
 
 FLAG_HOOK = "https://hooks.example/services/FLAG/secret-flag"
 ENV_HOOK = "https://hooks.example/services/ENV/secret-env"
@@ -196,3 +199,13 @@ def test_settings_dump_masks_held_secrets() -> None:
     assert settings.slack_webhook is not None
     dumped = settings.slack_webhook.model_dump(mode="json")
     assert dumped == {"env": None, "block": None, "flag": "--slack-webhook", "value": "**********"}
+
+
+def test_the_alert_policy_is_checked_inside_the_settings_and_travels_with_them() -> None:
+    """The policy is a plain dataclass: pydantic validates it as a field (from a deployment's JSON
+    too), its own check's message comes through, and the settings pickle with it (Dask workers)."""
+    settings = NotifySettings(alerting={"group_above": 2, "repeat_interval": "PT12H"})  # type: ignore[arg-type]
+    assert settings.alerting == AlertPolicy(group_above=2, repeat_interval=timedelta(hours=12))
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    with pytest.raises(ValueError, match="group_above must be a whole number"):
+        NotifySettings(alerting={"group_above": -1})  # type: ignore[arg-type]
