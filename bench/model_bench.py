@@ -10,8 +10,8 @@ and the reference's collective attribution and gap analysis really run. Prints, 
 
   time     reference   stormlog load_distributed_artifacts(rank files) + build_distributed_model,
                        in a fresh subprocess (~90-150 s; ``--skip-reference``)
-           stormwatch  load_artifacts([job]) + build_model(events, markers=...) as `diagnose` calls it
-                       (the loader's markers reused), in-process, best of --repeat
+           stormwatch  load_artifacts([job]) + build_model(events) as `diagnose` calls it,
+                       in-process, best of --repeat
            floor       min(orjson.loads per line, pyarrow.json.read_json), bytes in memory (load_bench)
                        stormwatch and the floor take turns in every round (load_bench's
                        interleaving), so a busy spell of the shared machine slows both alike
@@ -180,7 +180,7 @@ if use_tracemalloc:
     out["tracemalloc_peak_bytes"]["load"] = tracemalloc.get_traced_memory()[1]
     tracemalloc.reset_peak()
 t1b = time.perf_counter()
-model = build_model(loaded.events, selected_ranks=None, collective_preset="medium", markers=loaded.markers)
+model = build_model(loaded.events, selected_ranks=None, collective_preset="medium")
 t2 = time.perf_counter()
 _phase_done("build")
 out["arrow_pool_peak_bytes"]["build"] = sum(p.max_memory() for p in pools)
@@ -231,7 +231,7 @@ def stormwatch_pipeline(job: Path, build_model: Callable[..., Any]) -> Callable[
 
     def load_and_build() -> Any:
         loaded = load_artifacts([job])
-        return build_model(loaded.events, selected_ranks=None, collective_preset="medium", markers=loaded.markers)
+        return build_model(loaded.events, selected_ranks=None, collective_preset="medium")
 
     return load_and_build
 

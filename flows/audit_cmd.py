@@ -25,6 +25,7 @@ from stormwatch.flows.run_options import (
     storage_arguments,
     task_runner,
 )
+from stormwatch.outputs.fleet import JobStatus
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
 from stormwatch.tasks import engine_pool
 
@@ -47,11 +48,12 @@ def print_audit(result: dict[str, Any]) -> None:
         print(f"nothing done: {result['lease']}")
         return
     summary = result["summary"]
-    print(f"audited {summary['jobs']} jobs: {summary['diagnosed']} diagnosed, {summary['skipped']} unchanged, "
-          f"{summary['failed']} failed, {summary['refused']} refused")
+    print(f"audited {summary['jobs']} jobs: {summary[JobStatus.DIAGNOSED]} diagnosed, "
+          f"{summary[JobStatus.SKIPPED]} unchanged, {summary[JobStatus.FAILED]} failed, "
+          f"{summary[JobStatus.REFUSED]} refused")
     worst_first = sorted(VerdictStatus, key=lambda status: status.rank, reverse=True)
     print("verdicts: " + ", ".join(f"{summary[status.value]} {status.value}" for status in worst_first))
-    for name in ("critical", "failed", "refused"):
+    for name in (VerdictStatus.CRITICAL.value, JobStatus.FAILED.value, JobStatus.REFUSED.value):
         if result[name]:
             print(f"  {name}: {', '.join(result[name][:20])}" + (" ..." if len(result[name]) > 20 else ""))
     print_notifications(result.get("notifications", {}))

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from stormwatch.events.sessions import SessionStatus
+
 GIB = 1 << 30
 START_NS = 1_700_000_000_000_000_000
 STEP_NS = 50_000_000
@@ -144,7 +146,7 @@ def _interrupted_sink(folder: Path, records: list[dict[str, Any]]) -> None:
     manifest = {
         "schema_version": 2,
         "format": "stormlog.append_only_telemetry_sink",
-        "sessions": [{**session, "status": "interrupted", "started_at_ns": first["timestamp_ns"],
+        "sessions": [{**session, "status": SessionStatus.INTERRUPTED.value, "started_at_ns": first["timestamp_ns"],
                       "ended_at_ns": last["timestamp_ns"], "source": "stormlog.cuda_tracker"}],
         "segments": [{"filename": "segment-000001.jsonl", "event_count": len(records), "size_bytes": len(segment),
                       "closed": True, "session_id": first["session_id"]}],

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel
+from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.diagnose import Diagnosis
 from stormwatch.diagnose_sessions import JobDiagnosis
@@ -27,7 +27,7 @@ from stormwatch.outputs.verdict import VerdictStatus
 SHOWN_WARNINGS = 5
 #: Session ids listed when ``--session`` names none the job has.
 LISTED_SESSIONS = 20
-_LABELS = {"earliest": "earliest cause", "most_severe": "most severe"}  # AnomalyIndicator.kind
+_LABELS = {IndicatorKind.EARLIEST: "earliest cause", IndicatorKind.MOST_SEVERE: "most severe"}
 
 
 def _seconds(timestamp_ns: int, origin_ns: int | None) -> str:
@@ -60,7 +60,7 @@ def model_cause(model: DiagnosticsModel, status: VerdictStatus) -> str:
     ooms = oom_ranks(model)
     if ooms:
         return f"out of memory on {_ranks_word(ooms)}"
-    severe = next((item for item in model.indicators if item.kind == "most_severe"), None)
+    severe = next((item for item in model.indicators if item.kind == IndicatorKind.MOST_SEVERE), None)
     if severe is not None:
         return f"{severe.signal} on rank {severe.rank}"
     if model.missing_ranks:

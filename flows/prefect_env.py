@@ -1,11 +1,11 @@
 """Prefect settings for runs started from the command line, applied before Prefect is imported.
 
 Prefect reads its settings at import. Without ``PREFECT_API_URL`` a flow run
-starts a temporary local API server (12-14 s measured for a CLI run, up to 20 s
-with a fresh database); these defaults make that quiet, offline and fast
-(the default 20 s start-up timeout has been seen to expire on 2 cores; the
-task-run recorder, event persister and triggers services turn a large fleet
-into a backlog). Anything the user set wins.
+starts a temporary local API server, which is slow to start (see bench/README.md,
+fleet_bench.py); these defaults make that quiet, offline and fast (Prefect's own
+start-up timeout has been seen to expire on 2 cores; the task-run recorder, event
+persister and triggers services turn a large fleet into a backlog). Anything the
+user set wins.
 
 Whether an API server is configured is read without importing Prefect
 (:func:`api_url_configured`), from where Prefect looks for ``PREFECT_API_URL``, first found wins:

@@ -159,7 +159,7 @@ def check_prefect_api(url: str | None, *, timeout_s: float = API_TIMEOUT_S) -> N
     raises :class:`PreflightError` (1: the server is down; 2: the setting is not a URL)."""
     if url is None:
         return
-    import httpx  # ~0.15 s, only when a server is configured
+    import httpx  # only when a server is configured: slow to import (bench/README.md, cli_bench.py)
 
     shown = without_userinfo(url)
     try:

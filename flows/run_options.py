@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.severity import FailOn, Severity
 from stormwatch.tasks.batches import BatchSizing
 from stormwatch.tasks.engine_pool import EngineMode
@@ -30,7 +31,8 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint-url", default=None, metavar="URL",
                         help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--fail-on", default=FailOn.NEVER.value, choices=[item.value for item in FailOn])
-    parser.add_argument("--preset", default="medium", choices=["low", "medium", "high"])
+    parser.add_argument("--preset", default=CollectivePreset.MEDIUM.value,
+                        choices=[item.value for item in CollectivePreset], help="collective attribution preset")
     parser.add_argument("--max-job-bytes", type=int, default=None, metavar="N",
                         help="refuse (fail) a job whose inputs add up to more than N bytes")
     parser.add_argument("--max-artifact-bytes", type=int, default=None, metavar="N",

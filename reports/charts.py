@@ -69,7 +69,7 @@ class Anomaly:
     """A finding to mark on a rank's chart: its time (ns since the epoch), role and hover text."""
 
     timestamp_ns: int
-    role: str  # "first" (the row's first anomaly), "earliest" or "most_severe" (the job's first causes)
+    role: str  # "first" (the row's first anomaly), or the IndicatorKind of one of the job's first causes
     title: str
 
 
@@ -142,15 +142,16 @@ def _panel(
         if np.isfinite(ys).any():
             drawn[name] = (xs, ys)
     if not drawn:
-        return Panel(title, top, top + height, (), (), note=empty_note), None
+        return Panel(title=title, top=top, bottom=top + height, series=(), ticks=(), note=empty_note), None
     extremes = [float(f(ys[np.isfinite(ys)])) for _, ys in drawn.values() for f in (np.min, np.max)]
     low, high = value_domain(extremes, include_zero=include_zero)
-    scale = LinearScale(low, high, top + height, top)
+    scale = LinearScale(low=low, high=high, pixel_low=top + height, pixel_high=top)
     series = tuple(
         Series(name, SERIES_LABELS[name], svg_path(time_scale(xs), scale(ys))) for name, (xs, ys) in drawn.items()
     )
     zero_y = scale.at(0.0) if low < 0 < high or (include_zero and low <= 0 <= high) else None
-    return Panel(title, top, top + height, series, byte_ticks(scale), zero_y), scale
+    panel = Panel(title=title, top=top, bottom=top + height, series=series, ticks=byte_ticks(scale), zero_y=zero_y)
+    return panel, scale
 
 
 def _marker_lines(markers: Sequence[MarkerView], time_scale: LinearScale) -> tuple[MarkerLine, ...]:
@@ -163,7 +164,8 @@ def _marker_lines(markers: Sequence[MarkerView], time_scale: LinearScale) -> tup
         if key in seen:
             continue
         seen.add(key)
-        lines.append(MarkerLine(round(x, 1), marker.kind, marker.severity, marker.title, marker.tag))
+        lines.append(MarkerLine(x=round(x, 1), kind=marker.kind, severity=marker.severity, title=marker.title,
+                                tag=marker.tag))
         if len(lines) >= MAX_MARKER_LINES:
             break
     return tuple(sorted(lines, key=lambda line: line.x))
@@ -190,7 +192,8 @@ def _phase_bands(phases: Sequence[PhaseView], time_scale: LinearScale) -> tuple[
             items = merged
         for x0, x1, title, count in items:
             label = title if count == 1 else f"{title} (and {count - 1} more phases)"
-            bands.append(PhaseBand(round(x0, 1), 4 + lane * LANE_HEIGHT, round(x1 - x0, 1), LANE_HEIGHT - 1, label))
+            bands.append(PhaseBand(x=round(x0, 1), y=4 + lane * LANE_HEIGHT, width=round(x1 - x0, 1),
+                                   height=LANE_HEIGHT - 1, title=label))
     return tuple(bands)
 
 
@@ -213,7 +216,7 @@ def _anomaly_points(
                     break
         if y is None:
             y = placed[0][0].bottom
-        points.append(AnomalyPoint(round(x, 1), round(y, 1), anomaly.role, anomaly.title))
+        points.append(AnomalyPoint(x=round(x, 1), y=round(y, 1), role=anomaly.role, title=anomaly.title))
     return tuple(points)
 
 
@@ -230,7 +233,7 @@ def rank_chart(
     """The chart of one rank: memory panel (allocated + reserved, or device used), hidden-gap panel."""
     lanes = min(max((phase.depth for phase in phases), default=0), MAX_LANES)
     top = 4 + lanes * LANE_HEIGHT + TITLE_HEIGHT
-    time_scale = LinearScale(0.0, frame.duration_s, PLOT_LEFT, PLOT_RIGHT)
+    time_scale = LinearScale(low=0.0, high=frame.duration_s, pixel_low=PLOT_LEFT, pixel_high=PLOT_RIGHT)
     device_only = timeline is not None and timeline.device_only
     memory_names = ("device_used",) if device_only else ("allocated", "reserved")
     memory, memory_scale = _panel(

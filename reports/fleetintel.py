@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormwatch.analysis.rank_filter import format_ranks
+from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_bytes, format_count
 from stormwatch.reports.minicharts import MiniChart, bytes_line, stacked_bars
 
 MAX_NIGHTS = 90  # nights charted: the latest ones
 MAX_TABLE_ROWS = 50  # the rest stays in fleet.json; the job list stays near the top
-VERDICT_STACK = ("critical", "warning", "info", "clean", "empty")  # bottom first
+#: Verdicts worst first: the stacking order of the verdict bars (bottom first) and of their legend.
+VERDICT_STACK = tuple(status.value for status in sorted(VerdictStatus, key=lambda status: -status.rank))
 METRIC_LABELS = {"peak_reserved_bytes": "Peak reserved", "hidden_gap_peak_bytes": "Hidden gap peak",
                  "peak_allocated_bytes": "Peak allocated", "peak_device_used_bytes": "Peak device used"}
 
@@ -38,6 +40,7 @@ class Trends:
     jobs: MiniChart
     verdicts: MiniChart
     p95_reserved: MiniChart
+    legend: tuple[str, ...] = VERDICT_STACK  # the verdict bars' keys, bottom first
 
 
 @dataclass(frozen=True)

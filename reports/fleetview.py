@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from stormwatch.analysis.model import IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.outputs.fleet import JobStatus
 from stormwatch.outputs.verdict import VerdictStatus
@@ -32,6 +33,13 @@ SEVERITY_ORDER = {severity.value: severity.level for severity in Severity}
 PAGE_SIZE = 100  # rows per page, server-rendered (page 1) and paged by the script
 SORT_KEYS = ("job", "status", "verdict", "worst", "cause", "ranks", "diagnosed")  # th data-key values
 SUMMARY_KEYS = ("jobs", *STATUSES, *(status.value for status in VerdictStatus if status is not VerdictStatus.EMPTY))
+#: The index's "Show" choices (value, label) drawn from the statuses: verdicts worst first, then the
+#: jobs that were not diagnosed this run (index.js matches a value against a row's verdict or status).
+SHOW_OPTIONS: tuple[tuple[str, str], ...] = (
+    *((status.value, status.value) for status in sorted(VerdictStatus, key=lambda status: -status.rank)),
+    (JobStatus.FAILED.value, JobStatus.FAILED.value), (JobStatus.REFUSED.value, JobStatus.REFUSED.value),
+    (JobStatus.SKIPPED.value, f"unchanged ({JobStatus.SKIPPED.value})"),
+)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -63,6 +71,7 @@ class FleetView:
     counts: tuple[tuple[str, str], ...]  # (label, value)
     rows: tuple[FleetRow, ...]  # every job, in fleet.json's order
     alerts: AlertBoard | None = None  # per receiver, from fleet.json's ``alerts`` (None: absent)
+    show_options: tuple[tuple[str, str], ...] = SHOW_OPTIONS  # the "Show" filter's (value, label) choices
 
     @property
     def first_page(self) -> tuple[FleetRow, ...]:
@@ -125,9 +134,10 @@ def _cut_short(value: Any) -> str:
 def _row(index: int, job: Mapping[str, Any]) -> FleetRow:
     status = _known(job.get("status"), STATUSES)
     verdict = _known(job.get("verdict"), VERDICT_ORDER)
-    most_severe = job.get("most_severe") if isinstance(job.get("most_severe"), Mapping) else None
+    most_severe = job.get(IndicatorKind.MOST_SEVERE)
+    most_severe = most_severe if isinstance(most_severe, Mapping) else None
     worst = _known(most_severe.get("severity") if most_severe else None, SEVERITY_ORDER)
-    cause, detail = _cause(job.get("earliest"))
+    cause, detail = _cause(job.get(IndicatorKind.EARLIEST))
     attempt = job.get("worst_attempt")
     if isinstance(attempt, str) and attempt and cause:  # a job of several sessions: which one the cause is from
         detail = " · ".join(part for part in (detail, f"in {attempt}") if part)

@@ -149,7 +149,7 @@ def heat_strip(
     row_height = int(np.clip(360 // max(len(ranks), 1), 4, 16))
     label_every = int(np.ceil(10 / row_height))
     column_px = (PLOT_RIGHT - PLOT_LEFT) / HEAT_COLUMNS
-    time_scale = LinearScale(0.0, duration, PLOT_LEFT, PLOT_RIGHT)
+    time_scale = LinearScale(low=0.0, high=duration, pixel_low=PLOT_LEFT, pixel_high=PLOT_RIGHT)
     rows = []
     for index, rank in enumerate(ranks):
         y = 4 + index * row_height
@@ -166,8 +166,10 @@ def heat_strip(
                      f"({format_bytes(peak, signed=True)} from the baseline {format_bytes(baseline)})")
         anomaly = first_anomalies.get(rank)
         anomaly_x = round(time_scale.at(frame.seconds(anomaly.timestamp_ns)), 1) if anomaly else None
-        rows.append(HeatRow(rank, y, status, cells, index % label_every == 0 or rank == first_cause_rank, title,
-                            anomaly_x, anomaly.title if anomaly else "", rank == first_cause_rank))
+        rows.append(HeatRow(rank=rank, y=y, status=status, cells=cells,
+                            show_label=index % label_every == 0 or rank == first_cause_rank, title=title,
+                            anomaly_x=anomaly_x, anomaly_title=anomaly.title if anomaly else "",
+                            first_cause=rank == first_cause_rank))
     axis_y = 4 + len(ranks) * row_height
     return HeatStrip(
         width=CHART_WIDTH,

@@ -106,7 +106,8 @@ def job_attempts(document: Mapping[str, object]) -> JobAttempts:
     """The attempts view of a job document; empty when it has no ``attempts`` (a one-session document)."""
     attempts = _parsed(document)
     if not attempts:
-        return JobAttempts((), (), "", "", NOT_AVAILABLE, NOT_AVAILABLE)
+        return JobAttempts(attempts=(), earlier_ooms=(), shown="", worst="", axis_start=NOT_AVAILABLE,
+                           axis_end=NOT_AVAILABLE)
     worst_id = document.get("worst_session")
     starts = [attempt.started_at_ns for attempt in attempts]
     ends = [attempt.ended_at_ns for attempt in attempts if attempt.ended_at_ns is not None]
@@ -134,4 +135,5 @@ def job_attempts(document: Mapping[str, object]) -> JobAttempts:
                  for attempt in attempts if attempt.oom_ranks and not attempt.default)
     shown = next((f"attempt {a.number} of {a.of}" for a in attempts if a.default), "")
     worst = next((f"attempt {a.number} of {a.of}" for a in attempts if a.session_id == worst_id), "")
-    return JobAttempts(tuple(views), ooms, shown, worst, format_utc_ns(axis_start), format_utc_ns(axis_end))
+    return JobAttempts(attempts=tuple(views), earlier_ooms=ooms, shown=shown, worst=worst,
+                       axis_start=format_utc_ns(axis_start), axis_end=format_utc_ns(axis_end))

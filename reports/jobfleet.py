@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from stormwatch.analysis.rank_filter import format_ranks
+from stormwatch.history.regressions import RegressionStatus
 from stormwatch.reports.fields import as_int, as_list, as_mapping, is_sequence
 from stormwatch.reports.fleetintel import METRIC_LABELS, Coverage, coverage_view, format_percent
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_bytes, format_count, format_iso
@@ -24,8 +25,9 @@ from stormwatch.reports.minicharts import MiniChart, sparkline
 
 MAX_EARLIER_RUNS = 60  # points per sparkline: the latest earlier runs
 MAX_OUTLIER_ROWS = 500
-STATUSES = ("regression", "ok", "no_baseline")
-STATUS_LABELS = {"regression": "regression", "ok": "within baseline", "no_baseline": "no baseline yet"}
+STATUSES = tuple(status.value for status in RegressionStatus)
+STATUS_LABELS: dict[str, str] = {RegressionStatus.REGRESSION: "regression", RegressionStatus.OK: "within baseline",
+                                  RegressionStatus.NO_BASELINE: "no baseline yet"}
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ def _comparison_metric(item: Mapping[str, Any]) -> MetricComparison:
     value, baseline = _bytes_value(item.get("value_bytes")), _bytes_value(item.get("baseline_bytes"))
     count = len(earlier) or as_int(item.get("baseline_runs")) or 0
     runs = as_int(item.get("baseline_runs"))
-    if status == "no_baseline" or baseline is None:
+    if status == RegressionStatus.NO_BASELINE or baseline is None:
         note = f"no baseline yet ({format_count(count)} earlier run{'' if count == 1 else 's'})"
     else:
         note = f"baseline: {format_count(runs) if runs is not None else 'earlier'} runs"
@@ -191,8 +193,9 @@ def job_fleet(document: Mapping[str, Any]) -> JobFleet:
         for rank, item in by_rank.items()
     }
     for rank, names in metrics.items():  # an outlier rank without a fleet.ranks entry is still marked
-        ranks.setdefault(rank, RankFleet(NOT_AVAILABLE, NOT_AVAILABLE, NOT_AVAILABLE, True,
-                                         ", ".join(dict.fromkeys(names))))
+        ranks.setdefault(rank, RankFleet(host=NOT_AVAILABLE, device=NOT_AVAILABLE, peak_reserved=NOT_AVAILABLE,
+                                         outlier=True,
+                                         outlier_metrics=", ".join(dict.fromkeys(names))))
     return JobFleet(
         present=isinstance(document.get("fleet"), Mapping),
         has_ranks=bool(by_rank),

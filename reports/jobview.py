@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stormwatch.analysis.model import IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.reports.charts import Anomaly, RankChart, chart_buckets, rank_chart
@@ -32,7 +33,8 @@ from stormwatch.severity import Severity
 
 VERDICTS = tuple(status.value for status in VerdictStatus)
 SEVERITIES = tuple(severity.value for severity in Severity)
-INDICATOR_HEADINGS = {"earliest": "Earliest anomaly", "most_severe": "Most severe anomaly"}
+INDICATOR_HEADINGS: dict[str, str] = {IndicatorKind.EARLIEST: "Earliest anomaly",
+                                      IndicatorKind.MOST_SEVERE: "Most severe anomaly"}
 MAX_CHARTED_RANKS = 64
 MAX_EVENT_ROWS = 300
 
@@ -109,6 +111,11 @@ class JobView:
     warnings: tuple[str, ...]
     events: tuple[EventRow, ...]
     events_omitted: int
+
+    @property
+    def nothing_loaded(self) -> bool:
+        """The verdict says the job held nothing loadable."""
+        return self.verdict == VerdictStatus.EMPTY
 
 
 def _text(value: Any) -> str:
@@ -210,7 +217,7 @@ def _anomalies(
     for item in indicators:
         rank, stamp = as_int(item.get("rank")), as_int(item.get("timestamp_ns"))
         if rank is not None and stamp is not None:
-            role = _known(item.get("kind"), ("earliest", "most_severe"))
+            role = _known(item.get("kind"), tuple(IndicatorKind))
             title = (f"{INDICATOR_HEADINGS.get(role, 'anomaly')}: {item.get('signal')} ({item.get('severity')}) "
                      f"at {format_offset(stamp, origin_ns)}")
             anomalies.setdefault(rank, []).append(Anomaly(stamp, role, title))
@@ -239,7 +246,7 @@ def job_view(document: Mapping[str, Any]) -> JobView:
     )
     expected = _ints(model.get("expected_ranks"))
     missing = _ints(model.get("missing_ranks"))
-    earliest = next((item for item in indicator_items if item.get("kind") == "earliest"), None)
+    earliest = next((item for item in indicator_items if item.get("kind") == IndicatorKind.EARLIEST), None)
     heat_ranks = sorted(set(expected) | set(timelines))
     heat = heat_strip(heat_ranks, timelines, missing=set(missing), frame=frame, first_anomalies=first_anomalies,
                       first_cause_rank=as_int(earliest.get("rank")) if earliest else None) if heat_ranks else None

@@ -14,18 +14,19 @@ from typing import Any
 
 import orjson
 
+from stormwatch.analysis.markers import MarkerKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.reports.fields import as_int, as_list, is_sequence, rank_key
 from stormwatch.reports.formatting import format_offset
 from stormwatch.reports.timelines import TimeFrame
 from stormwatch.severity import Severity
 
-KNOWN_KINDS = ("oom", "alert", "collector", "lifecycle", "phase")
+KNOWN_KINDS = tuple(kind.value for kind in MarkerKind)
 KNOWN_SEVERITIES = tuple(severity.value for severity in Severity)
 METADATA_TEXT_LIMIT = 240
-_PRIORITY = {("oom", Severity.CRITICAL.value): 6, ("alert", Severity.CRITICAL.value): 5,
-             ("oom", Severity.WARNING.value): 5, ("alert", Severity.WARNING.value): 4,
-             ("collector", Severity.WARNING.value): 3}
+_PRIORITY = {(MarkerKind.OOM.value, Severity.CRITICAL.value): 6, (MarkerKind.ALERT.value, Severity.CRITICAL.value): 5,
+             (MarkerKind.OOM.value, Severity.WARNING.value): 5, (MarkerKind.ALERT.value, Severity.WARNING.value): 4,
+             (MarkerKind.COLLECTOR.value, Severity.WARNING.value): 3}
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,11 @@ class MarkerView:
 
     @property
     def priority(self) -> int:
-        return _PRIORITY.get((self.kind, self.severity), 2 if self.kind in ("alert", "oom") else 1)
+        return _PRIORITY.get((self.kind, self.severity), 2 if self.kind in (MarkerKind.ALERT, MarkerKind.OOM) else 1)
 
     @property
     def tag(self) -> str:
-        return "OOM" if self.kind == "oom" else ""
+        return "OOM" if self.kind == MarkerKind.OOM else ""
 
     @property
     def title(self) -> str:
@@ -112,10 +113,11 @@ def rank_marks(model: Mapping[str, Any], frame: TimeFrame) -> dict[int, RankMark
             label = str(marker.get("label") or "")
             kind = _known(marker.get("kind"), KNOWN_KINDS)
             end_ns = as_int(marker.get("end_ns"))
-            if kind == "phase" and end_ns is not None:
+            if kind == MarkerKind.PHASE and end_ns is not None:
                 duration = format_offset(end_ns, start_ns).lstrip("+")
-                phases.append(PhaseView(frame.seconds(start_ns), frame.seconds(end_ns), _depth(marker, label),
-                                        f"{label} from {format_offset(start_ns, frame.origin_ns)}, {duration}"))
+                phases.append(PhaseView(start_s=frame.seconds(start_ns), end_s=frame.seconds(end_ns),
+                                        depth=_depth(marker, label),
+                                        title=f"{label} from {format_offset(start_ns, frame.origin_ns)}, {duration}"))
                 continue
             points.append(MarkerView(
                 rank=rank, start_ns=start_ns, start_s=frame.seconds(start_ns), kind=kind,
@@ -147,7 +149,7 @@ def event_rows(
     grouped: dict[tuple[int, str, str, str, str], list[int]] = {}
     for rank, marks_of_rank in marks.items():
         for point in marks_of_rank.points:
-            if point.kind == "lifecycle":
+            if point.kind == MarkerKind.LIFECYCLE:
                 continue
             key = (point.start_ns, point.kind, point.severity, point.label, point.metadata_text)
             grouped.setdefault(key, []).append(rank)
@@ -157,7 +159,8 @@ def event_rows(
         kept = sorted(items, key=lambda item: (-_PRIORITY.get((item[0][1], item[0][2]), 0), item[0][0]))[:limit]
         items = sorted(kept, key=lambda item: item[0][0])
     rows = tuple(
-        EventRow(format_offset(key[0], origin_ns), format_ranks(ranks), key[1], key[2], key[3], key[4])
+        EventRow(offset=format_offset(key[0], origin_ns), ranks=format_ranks(ranks), kind=key[1], severity=key[2],
+                 label=key[3], metadata_text=key[4])
         for key, ranks in items
     )
     return rows, omitted

@@ -96,7 +96,7 @@ def stacked_bars(labels: Sequence[str], stacks: Sequence[Sequence[tuple[str, int
     bar's title lists every part (``2026-11-30: 12 jobs · critical 2 · …``)."""
     centres, band = _x_positions(len(labels), MINI_LEFT, MINI_RIGHT)
     totals = [sum(max(count, 0) for _, count in stack) for stack in stacks]
-    scale = LinearScale(0.0, float(max([*totals, 1])), MINI_BOTTOM, MINI_TOP)
+    scale = LinearScale(low=0.0, high=float(max([*totals, 1])), pixel_low=MINI_BOTTOM, pixel_high=MINI_TOP)
     width = max(band * 0.8, 0.6)
     bars = []
     for centre, night, stack, total in zip(centres, labels, stacks, totals, strict=True):
@@ -109,9 +109,10 @@ def stacked_bars(labels: Sequence[str], stacks: Sequence[Sequence[tuple[str, int
             running += count
         parts = " · ".join(f"{css.split('-', 1)[-1]} {format_count(count)}" for css, count in stack if count > 0)
         title = f"{night}: {format_count(total)} {unit}" + (f" · {parts}" if len(stack) > 1 and parts else "")
-        bars.append(Bar(round(centre - width / 2, 1), round(width, 1), tuple(segments), title))
-    return MiniChart(MINI_WIDTH, MINI_HEIGHT, MINI_LEFT, MINI_RIGHT, MINI_TOP, MINI_BOTTOM, label,
-                     bars=tuple(bars), y_ticks=count_ticks(scale), x_labels=_first_last(labels, centres))
+        bars.append(Bar(x=round(centre - width / 2, 1), width=round(width, 1), segments=tuple(segments), title=title))
+    return MiniChart(width=MINI_WIDTH, height=MINI_HEIGHT, left=MINI_LEFT, right=MINI_RIGHT, top=MINI_TOP,
+                     bottom=MINI_BOTTOM, label=label, bars=tuple(bars), y_ticks=count_ticks(scale),
+                     x_labels=_first_last(labels, centres))
 
 
 def bytes_line(labels: Sequence[str], values: Sequence[int | None], *, label: str) -> MiniChart:
@@ -120,12 +121,13 @@ def bytes_line(labels: Sequence[str], values: Sequence[int | None], *, label: st
     centres, _ = _x_positions(len(labels), MINI_LEFT, MINI_RIGHT)
     finite = [float(v) for v in values if v is not None]
     low, high = value_domain(finite, include_zero=True)
-    scale = LinearScale(low, high, MINI_BOTTOM, MINI_TOP)
+    scale = LinearScale(low=low, high=high, pixel_low=MINI_BOTTOM, pixel_high=MINI_TOP)
     ys = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-    dots = tuple(Dot(round(x, 1), round(scale.at(v), 1), "point", f"{night}: {format_bytes(v)}")
+    dots = tuple(Dot(x=round(x, 1), y=round(scale.at(v), 1), css="point", title=f"{night}: {format_bytes(v)}")
                  for x, v, night in zip(centres, values, labels, strict=True) if v is not None)
-    return MiniChart(MINI_WIDTH, MINI_HEIGHT, MINI_LEFT, MINI_RIGHT, MINI_TOP, MINI_BOTTOM, label,
-                     path=svg_path(np.array(centres), scale(ys)) if finite else "", dots=dots,
+    return MiniChart(width=MINI_WIDTH, height=MINI_HEIGHT, left=MINI_LEFT, right=MINI_RIGHT, top=MINI_TOP,
+                     bottom=MINI_BOTTOM, label=label, path=svg_path(np.array(centres), scale(ys)) if finite else "",
+                     dots=dots,
                      y_ticks=byte_ticks(scale, count=3) if finite else (), x_labels=_first_last(labels, centres))
 
 
@@ -136,7 +138,7 @@ def sparkline(earlier: Sequence[tuple[str, int]], current: int | None, baseline:
     points = [*earlier, *([("this run", current)] if current is not None else [])]
     values = [float(value) for _, value in points]
     low, high = value_domain([*values, *([float(baseline)] if baseline is not None else [])])
-    scale = LinearScale(low, high, SPARK_BOTTOM, SPARK_TOP)
+    scale = LinearScale(low=low, high=high, pixel_low=SPARK_BOTTOM, pixel_high=SPARK_TOP)
     if len(points) == 1:
         xs = [float(SPARK_RIGHT)]
     else:
@@ -144,12 +146,12 @@ def sparkline(earlier: Sequence[tuple[str, int]], current: int | None, baseline:
         xs = [SPARK_LEFT + step * index for index in range(len(points))]
     last = len(points) - 1 if current is not None else -1
     dots = tuple(
-        Dot(round(x, 1), round(scale.at(float(value)), 1), "current" if index == last else "earlier",
-            f"{when}: {format_bytes(value)}")
+        Dot(x=round(x, 1), y=round(scale.at(float(value)), 1), css="current" if index == last else "earlier",
+            title=f"{when}: {format_bytes(value)}")
         for index, (x, (when, value)) in enumerate(zip(xs, points, strict=True))
     )
     path = svg_path(np.array(xs), scale(np.array(values))) if len(points) > 1 else ""
     baseline_y = round(scale.at(float(baseline)), 1) if baseline is not None else None
-    return MiniChart(SPARK_WIDTH, SPARK_HEIGHT, SPARK_LEFT, SPARK_RIGHT, SPARK_TOP, SPARK_BOTTOM, label,
-                     path=path, dots=dots, baseline_y=baseline_y,
+    return MiniChart(width=SPARK_WIDTH, height=SPARK_HEIGHT, left=SPARK_LEFT, right=SPARK_RIGHT, top=SPARK_TOP,
+                     bottom=SPARK_BOTTOM, label=label, path=path, dots=dots, baseline_y=baseline_y,
                      baseline_title=f"baseline {format_bytes(baseline)}" if baseline is not None else "")

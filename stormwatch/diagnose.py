@@ -67,8 +67,8 @@ class DiagnoseOptions:
         *,
         ranks: str | None = None,
         session_id: str | None = None,
-        fail_on: str = "never",
-        preset: str = "medium",
+        fail_on: str = FailOn.NEVER.value,
+        preset: str = CollectivePreset.MEDIUM.value,
         max_artifact_bytes: int | None = None,
         max_events: int | None = None,
         all_sessions: bool = False,
@@ -79,8 +79,9 @@ class DiagnoseOptions:
         ``max_sessions`` None :data:`DEFAULT_MAX_SESSIONS`."""
         caps = {"max_artifact_bytes": max_artifact_bytes, "max_events": max_events}
         limits = LoadLimits(**{name: value for name, value in caps.items() if value is not None})
-        return cls(ranks, session_id, FailOn(fail_on.strip().lower()), CollectivePreset(preset.strip().lower()),
-                   limits, all_sessions, DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
+        return cls(ranks=ranks, session_id=session_id, fail_on=FailOn(fail_on.strip().lower()),
+                   preset=CollectivePreset(preset.strip().lower()), limits=limits, all_sessions=all_sessions,
+                   max_sessions=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
 
     def recorded(self) -> dict[str, str | int | bool | None]:
         """What changes the model (``fail_on`` does not): stored in model.json as ``options``.
@@ -194,7 +195,7 @@ def diagnose_loaded(
         events = loaded.events
         available = expected_ranks(events["rank"].to_numpy(), events["world_size"].to_numpy())
         selected = parse_rank_filter(options.ranks, available)
-    model = build_model(loaded.events, selected, collective_preset=options.preset, markers=loaded.markers)
+    model = build_model(loaded.events, selected, collective_preset=options.preset)
     verdict = decide_verdict(model, events=len(loaded.events), fail_on=options.fail_on)
     document = model_document(
         loaded,
@@ -207,7 +208,7 @@ def diagnose_loaded(
         options=options.recorded(),
         fleet=fleet_facts(loaded, model).as_dict(),
     )
-    return Diagnosis(job_id, loaded, model, verdict, document)
+    return Diagnosis(job_id=job_id, loaded=loaded, model=model, verdict=verdict, document=document)
 
 
 def default_job_id(paths: Sequence[str | Path]) -> str:

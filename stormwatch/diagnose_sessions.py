@@ -133,8 +133,8 @@ def _diagnose_one(part: SessionPart, job: JobLoad, *, job_id: str, source_name: 
     except RankFilterError:
         raise  # a usage error: the job's, not this session's
     except Exception as exc:  # one session that cannot be diagnosed never stops the others
-        return SessionResult(part, error=_error(exc), folder=folder, folder_error=folder_error)
-    return SessionResult(part, diagnosis, folder=folder, folder_error=folder_error)
+        return SessionResult(part=part, error=_error(exc), folder=folder, folder_error=folder_error)
+    return SessionResult(part=part, diagnosis=diagnosis, folder=folder, folder_error=folder_error)
 
 
 def _ended_ns(part: SessionPart, job: JobLoad) -> int | None:
@@ -161,7 +161,7 @@ def _attempts(inputs: _JobInputs, results: Mapping[str, SessionResult]) -> list[
         ended = _ended_ns(part, inputs.load)
         restarted = latest_start > (summary.started_at_ns if ended is None else ended)  # a later attempt followed
         attempt = Attempt(number=number, of=len(ordered), session_id=summary.session_id,
-                          status=attempt_status(own, restarted=restarted), session_status=summary.status.value,
+                          status=attempt_status(own, restarted=restarted), session_status=summary.status,
                           started_at_ns=summary.started_at_ns, ended_at_ns=ended,
                           default=summary.session_id == inputs.main_id)
         if result is None:
@@ -214,15 +214,14 @@ def _assemble(inputs: _JobInputs, sessions: tuple[SessionResult, ...]) -> JobDia
     document = job_document(main.document, attempts=attempts, ranks=ranks, verdict=verdict,
                             options=inputs.options.recorded(), warnings=_warnings(inputs, attempts),
                             session_count=len(inputs.groups))
-    return JobDiagnosis(inputs.job_id, main, sessions, tuple(attempts), verdict, document, inputs,
-                        group_count=len(inputs.groups))
+    return JobDiagnosis(job_id=inputs.job_id, main=main, sessions=sessions, attempts=tuple(attempts), verdict=verdict,
+                        document=document, inputs=inputs, group_count=len(inputs.groups))
 
 
-#: Threads building a job's sessions by default. Measured on 2 cores (bench/sessions_bench.py):
-#: a session's work (markers, model, facts, the JSON-safe document) holds the GIL nearly all the
-#: time, so two threads took 96 ms where one took 86 for the five sessions of the bench job (and
-#: gained nothing on 4 x 20k-sample sessions either): the default is one thread. ``workers`` (or
-#: :func:`session_workers` with ``threads``) asks for more where the work releases the GIL.
+#: Threads building a job's sessions by default: one, since a session's work (markers, model, facts,
+#: the JSON-safe document) holds the GIL nearly all the time, so a second thread only adds switching
+#: (see bench/README.md, sessions_bench.py). ``workers`` (or :func:`session_workers` with ``threads``)
+#: asks for more where the work releases the GIL.
 DEFAULT_SESSION_THREADS = 1
 
 
@@ -258,7 +257,7 @@ def diagnose_job(
         check_rank_selection(options.ranks, [loaded.events])
         main = diagnose_loaded(loaded, job_id=job_id, source_name=source_name, options=options,
                                fingerprint=fingerprint)
-        return JobDiagnosis(job_id, main, verdict=main.verdict, document=main.document,
+        return JobDiagnosis(job_id=job_id, main=main, verdict=main.verdict, document=main.document,
                             group_count=max(1, len(groups)))
     check_rank_selection(options.ranks, [part.events for part in groups])  # the job's ranks, once
     chosen = _chosen(groups, job.default_session_id, options.max_sessions)
@@ -270,5 +269,6 @@ def diagnose_job(
     else:
         with ThreadPoolExecutor(max_workers=count, thread_name_prefix="session") as pool:
             sessions = tuple(pool.map(lambda part: _diagnose_one(part, **common), chosen))
-    inputs = _JobInputs(job_id, job, groups, options, job.default_session_id, len(groups) - len(chosen))
+    inputs = _JobInputs(job_id=job_id, load=job, groups=groups, options=options, main_id=job.default_session_id,
+                        skipped=len(groups) - len(chosen))
     return _assemble(inputs, sessions)

@@ -1,7 +1,8 @@
 """Jobs grouped into batches by bytes: one Prefect task run per batch, not per job.
 
-A task run costs the orchestrator ~10-100 ms whatever it does, so an audit of
-thousands of small jobs spends its time on bookkeeping unless they share runs;
+A task run costs the orchestrator the same whatever it does (see bench/README.md,
+fleet_bench.py), so an audit of thousands of small jobs spends its time on bookkeeping
+unless they share runs;
 a batch holds jobs up to a byte budget, so task runs grow with the data. A job
 over the budget runs alone. Batches are filled largest job first, so the long
 ones start early and the small ones fill in behind them.

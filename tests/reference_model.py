@@ -111,13 +111,11 @@ def _clean_env() -> dict[str, str]:
 
 
 def our_model(paths: Iterable[str | Path], selected_ranks: set[int] | None = None, *,
-              preset: str = "medium", job_folder: bool = False, loader_markers: bool = False) -> dict[str, Any]:
+              preset: str = "medium", job_folder: bool = False) -> dict[str, Any]:
     """stormwatch's ``build_model(load_artifacts(...).events, ...)`` as a plain dict.
 
     ``job_folder``: ``paths`` is one folder, loaded as ``load_artifacts(folder)`` (every
-    rank under it is one job); otherwise the path list, as the reference gets it.
-    ``loader_markers``: hand the loader's markers to ``build_model`` (as ``diagnose`` does,
-    phase spans then come from them) instead of letting it derive its own."""
+    rank under it is one job); otherwise the path list, as the reference gets it."""
     from stormwatch import load_artifacts
     from stormwatch.analysis.model import build_model
 
@@ -126,8 +124,7 @@ def our_model(paths: Iterable[str | Path], selected_ranks: set[int] | None = Non
         raise ValueError(f"job_folder needs exactly one folder, got {inputs}")
     # One folder alone is a job folder for load_artifacts; several paths are a path list.
     loaded = load_artifacts(inputs)
-    model = build_model(loaded.events, selected_ranks=selected_ranks, collective_preset=preset,
-                        markers=loaded.markers if loader_markers else None)
+    model = build_model(loaded.events, selected_ranks=selected_ranks, collective_preset=preset)
     return _checked(plain(dataclasses.asdict(model)))
 
 

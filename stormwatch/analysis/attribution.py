@@ -52,7 +52,8 @@ class PhaseAttribution:
 
 
 def _unique(span: PhaseSpan) -> PhaseAttribution:
-    return PhaseAttribution(Resolution.UNIQUE, (format_phase_path(span.path),), span.scope_id, span.thread_id)
+    return PhaseAttribution(resolution=Resolution.UNIQUE, paths=(format_phase_path(span.path),), scope_id=span.scope_id,
+                            thread_id=span.thread_id)
 
 
 def _most_recent(spans: Iterable[PhaseSpan]) -> PhaseSpan:
@@ -92,7 +93,7 @@ def attribute(
     likely = None
     if len({path for path in paths if path}) > 1:
         likely = format_phase_path(_most_recent(spans).path) or None
-    return PhaseAttribution(Resolution.AMBIGUOUS, paths, likely=likely)
+    return PhaseAttribution(resolution=Resolution.AMBIGUOUS, paths=paths, likely=likely)
 
 
 def merge_attributions(attributions: Iterable[PhaseAttribution | None]) -> PhaseAttribution | None:
@@ -116,7 +117,7 @@ def merge_attributions(attributions: Iterable[PhaseAttribution | None]) -> Phase
     )
     if len(union) == 1 and same_scope and first.resolution is Resolution.UNIQUE:
         return first
-    return PhaseAttribution(Resolution.AMBIGUOUS, union)
+    return PhaseAttribution(resolution=Resolution.AMBIGUOUS, paths=union)
 
 
 @dataclass(frozen=True)

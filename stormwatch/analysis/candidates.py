@@ -126,8 +126,9 @@ def rank_candidates(
         position = int(breaches[0])
         first_breach_ns = int(columns.timestamp_ns[position])
         ratio = abs(int(columns.gap_bytes[position])) / int(columns.total_bytes[position])
-        out.append(Candidate(rank.rank, Severity.WARNING, first_breach_ns, "gap_ratio_breach",
-                             f"hidden gap reached {ratio:.1%} of device memory",
+        out.append(Candidate(rank=rank.rank, severity=Severity.WARNING, timestamp_ns=first_breach_ns,
+                             signal="gap_ratio_breach",
+                             details=f"hidden gap reached {ratio:.1%} of device memory",
                              phase_path=_phase_path(columns, phases, position, rank.rank)))
     fallback_ns = first_breach_ns or int(columns.timestamp_ns[rank.anchor])
     usable = rank.samples[
@@ -145,8 +146,8 @@ def rank_candidates(
     for finding in findings:
         position = int(usable[finding.position])
         out.append(Candidate(
-            rank.rank, finding.severity, int(columns.timestamp_ns[position]) or fallback_ns,
-            f"gap:{finding.classification.value}", finding.description,
+            rank=rank.rank, severity=finding.severity, timestamp_ns=int(columns.timestamp_ns[position]) or fallback_ns,
+            signal=f"gap:{finding.classification.value}", details=finding.description,
             phase_path=_phase_path(columns, phases, position, rank.rank),
         ))
     anchor_ns = int(columns.timestamp_ns[rank.anchor])

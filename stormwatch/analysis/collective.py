@@ -141,7 +141,7 @@ class _Spikes:
 
 def _median(values: np.ndarray) -> float:
     """``np.median`` of a non-empty array without NaN, by one partition (``np.median``
-    partitions at both middle places, several times slower); the same float."""
+    partitions at both middle places); the same float."""
     middle = len(values) // 2
     parted = np.partition(values, middle)
     high = float(parted[middle])
@@ -397,4 +397,6 @@ class CollectiveIntervals:
 
 
 _EMPTY_INTS = np.zeros(0, dtype=np.int64)
-NO_INTERVALS = CollectiveIntervals(_EMPTY_INTS, _EMPTY_INTS, _EMPTY_INTS, _EMPTY_INTS, np.zeros(0), _EMPTY_INTS, ())
+NO_INTERVALS = CollectiveIntervals(rank=_EMPTY_INTS, start_ns=_EMPTY_INTS, end_ns=_EMPTY_INTS,
+                                   classification=_EMPTY_INTS, confidence=np.zeros(0), reason_bits=_EMPTY_INTS,
+                                   members=())

@@ -103,11 +103,12 @@ def _spike(gaps: np.ndarray, z_threshold: float) -> GapFinding | None:
     position = int(np.argmax(gaps))
     max_z = (float(gaps[position]) - mean) / std
     return GapFinding(
-        GapClass.TRANSIENT_SPIKE,
-        Severity.CRITICAL if max_z > 2 * z_threshold else Severity.WARNING,
-        round(min(1.0, max_z / (3 * z_threshold)), 3),
-        position,
-        f"{count} transient spike(s) in the hidden gap; the largest is {max_z:.1f} standard deviations above the mean.",
+        classification=GapClass.TRANSIENT_SPIKE,
+        severity=Severity.CRITICAL if max_z > 2 * z_threshold else Severity.WARNING,
+        confidence=round(min(1.0, max_z / (3 * z_threshold)), 3),
+        position=position,
+        description=(f"{count} transient spike(s) in the hidden gap; the largest is {max_z:.1f} standard deviations "
+                     "above the mean."),
     )
 
 
@@ -127,11 +128,11 @@ def _drift(timestamps_ns: np.ndarray, gaps: np.ndarray, r_squared_threshold: flo
         return None
     per_second = slope * 1e9
     return GapFinding(
-        GapClass.PERSISTENT_DRIFT,
-        Severity.CRITICAL if r_squared > 0.85 else Severity.WARNING,
-        round(min(1.0, r_squared), 3),
-        len(gaps) - 1,
-        f"The hidden gap grows steadily, {per_second / 2**20:,.1f} MiB/s (R² {r_squared:.2f}).",
+        classification=GapClass.PERSISTENT_DRIFT,
+        severity=Severity.CRITICAL if r_squared > 0.85 else Severity.WARNING,
+        confidence=round(min(1.0, r_squared), 3),
+        position=len(gaps) - 1,
+        description=f"The hidden gap grows steadily, {per_second / 2**20:,.1f} MiB/s (R² {r_squared:.2f}).",
     )
 
 
@@ -144,9 +145,9 @@ def _fragmentation(fragmentation: np.ndarray, threshold: float) -> GapFinding | 
     if average < threshold:
         return None
     return GapFinding(
-        GapClass.FRAGMENTATION_LIKE,
-        Severity.CRITICAL if average > 0.5 else Severity.WARNING,
-        round(min(1.0, average / 0.6), 3),
-        int(defined[int(np.argmax(values))]),
-        f"Reserved-but-unallocated memory averages {average:.0%} of the allocator's reservation.",
+        classification=GapClass.FRAGMENTATION_LIKE,
+        severity=Severity.CRITICAL if average > 0.5 else Severity.WARNING,
+        confidence=round(min(1.0, average / 0.6), 3),
+        position=int(defined[int(np.argmax(values))]),
+        description=f"Reserved-but-unallocated memory averages {average:.0%} of the allocator's reservation.",
     )

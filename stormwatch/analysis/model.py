@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
@@ -52,11 +53,19 @@ class RankDiagnosticsRow:
     first_anomaly_phase_path: str | None = None
 
 
+class IndicatorKind(StrEnum):
+    """The two first causes a model names (stormlog's ``AnomalyIndicator.kind`` strings, which these
+    equal): the rank whose anomaly came first, and the rank with the worst one."""
+
+    EARLIEST = "earliest"
+    MOST_SEVERE = "most_severe"
+
+
 @dataclass(frozen=True)
 class AnomalyIndicator:
-    """A first cause of the job: ``kind`` is ``earliest`` or ``most_severe``."""
+    """A first cause of the job, of kind :class:`IndicatorKind` (equal to stormlog's kind strings)."""
 
-    kind: str
+    kind: IndicatorKind
     rank: int
     severity: str
     timestamp_ns: int
@@ -80,7 +89,9 @@ class DiagnosticsModel:
 
 
 def _missing_row(rank: int) -> RankDiagnosticsRow:
-    return RankDiagnosticsRow(rank, "missing", 0, 0, 0, 0, 0, False)
+    return RankDiagnosticsRow(rank=rank, availability="missing", samples=0, allocated_delta_bytes=0,
+                              reserved_delta_bytes=0, hidden_gap_latest_bytes=0, hidden_gap_peak_abs_bytes=0,
+                              has_anomaly=False)
 
 
 def _delta(values: np.ndarray, present: np.ndarray, first: int, last: int) -> int | None:
@@ -136,7 +147,7 @@ def _timeline(columns: JobColumns, samples: np.ndarray) -> dict[str, np.ndarray]
     return {"timestamps_ns": columns.timestamp_ns[with_device], "device_used": columns.used_bytes[with_device]}
 
 
-def _indicator(kind: str, candidate: Candidate) -> AnomalyIndicator:
+def _indicator(kind: IndicatorKind, candidate: Candidate) -> AnomalyIndicator:
     details = f"{candidate.details} Phase: {candidate.phase_path}." if candidate.phase_path else candidate.details
     return AnomalyIndicator(
         kind=kind,
@@ -184,17 +195,17 @@ def build_model(
     *,
     collective_preset: CollectivePreset | str = CollectivePreset.MEDIUM,
     gap_thresholds: GapThresholds = DEFAULT_GAP_THRESHOLDS,
-    markers: Sequence[TimelineMarker] | None = None,
 ) -> DiagnosticsModel:
     """Diagnose one job's events (a :class:`~stormwatch.LoadResult` ``events`` frame).
 
     ``selected_ranks`` keeps only those ranks in rows, rank lists, timelines and
     markers (candidates of other ranks are still computed but not reported).
-    ``markers``: the loader's markers for these same events, to skip deriving them again.
+    The phase spans behind the attributions are those of the model's own markers.
     """
     config = CollectiveConfig.preset(collective_preset)
     if events.empty:
-        return DiagnosticsModel((), (), (), (), (), {}, (NO_EVENTS_WARNING,))
+        return DiagnosticsModel(rows=(), indicators=(), expected_ranks=(), present_ranks=(), missing_ranks=(),
+                                per_rank_timelines={}, warnings=(NO_EVENTS_WARNING,))
     columns = JobColumns.from_events(events)
     groups = _rank_groups(columns)
     present = sorted(groups)
@@ -208,7 +219,8 @@ def build_model(
         expected = [rank for rank in expected if rank in selected_ranks]
         present = [rank for rank in present if rank in selected_ranks]
 
-    phases = PhaseIndex.from_events(columns.frame) if markers is None else PhaseIndex(spans_from_markers(markers))
+    markers = derive_markers(events)
+    phases = PhaseIndex(spans_from_markers(markers))
     collective = attribute_collective(columns, config=config, phases=phases)
 
     rows: list[RankDiagnosticsRow] = []
@@ -225,7 +237,8 @@ def build_model(
         timelines[rank] = _timeline(columns, group.samples)
 
     first, worst = earliest(candidates), most_severe(candidates)
-    indicators = (_indicator("earliest", first), _indicator("most_severe", worst)) if first and worst else ()
+    indicators = ((_indicator(IndicatorKind.EARLIEST, first), _indicator(IndicatorKind.MOST_SEVERE, worst))
+                  if first and worst else ())
     return DiagnosticsModel(
         rows=tuple(rows),
         indicators=indicators,
@@ -234,7 +247,7 @@ def build_model(
         missing_ranks=tuple(sorted(set(expected) - set(present))),
         per_rank_timelines=timelines,
         warnings=tuple(warnings),
-        markers_by_rank=_markers_by_rank(derive_markers(events) if markers is None else markers, present),
+        markers_by_rank=_markers_by_rank(markers, present),
     )
 
 

@@ -78,7 +78,8 @@ def parse_boundary(event_type: str, session_id: str, timestamp_ns: int, metadata
         return None
     if parent is not None and not isinstance(parent, str):
         return None
-    return Boundary(action, parts, scope_id, thread_id, thread_name, sequence, session_id, timestamp_ns)
+    return Boundary(action=action, path=parts, scope_id=scope_id, thread_id=thread_id, thread_name=thread_name,
+                    sequence=sequence, session_id=session_id, timestamp_ns=timestamp_ns)
 
 
 def _plain_int(value: Any) -> TypeGuard[int]:
@@ -118,15 +119,15 @@ def replay_rows(
             del stacks[key]
         spans.setdefault((session_id, rank), []).append(
             PhaseSpan(
-                session_id,
-                rank,
-                boundary.thread_id,
-                boundary.thread_name,
-                boundary.scope_id,
-                opened.path,
-                opened.timestamp_ns,
-                stamp,
-                opened.sequence,
+                session_id=session_id,
+                rank=rank,
+                thread_id=boundary.thread_id,
+                thread_name=boundary.thread_name,
+                scope_id=boundary.scope_id,
+                path=opened.path,
+                start_ns=opened.timestamp_ns,
+                end_ns=stamp,
+                sequence=opened.sequence,
             )
         )
     for (session_id, rank, _), stack in stacks.items():
@@ -134,16 +135,16 @@ def replay_rows(
         for scope in stack:
             spans.setdefault((session_id, rank), []).append(
                 PhaseSpan(
-                    session_id,
-                    rank,
-                    scope.thread_id,
-                    scope.thread_name,
-                    scope.scope_id,
-                    scope.path,
-                    scope.timestamp_ns,
-                    end,
-                    scope.sequence,
-                    True,
+                    session_id=session_id,
+                    rank=rank,
+                    thread_id=scope.thread_id,
+                    thread_name=scope.thread_name,
+                    scope_id=scope.scope_id,
+                    path=scope.path,
+                    start_ns=scope.timestamp_ns,
+                    end_ns=end,
+                    sequence=scope.sequence,
+                    synthetic_end=True,
                 )
             )
     return {key: sorted(values, key=lambda s: (s.start_ns, s.end_ns)) for key, values in spans.items()}

@@ -37,7 +37,7 @@ def sole_string(column: pa.Array | pa.ChunkedArray) -> str | None:
     """The string every row of an Arrow string column holds, when it has no nulls and
     one value throughout (the usual case for hosts, job ids, session ids); else None.
 
-    One comparison per row against the first, several times cheaper than hashing.
+    One comparison per row against the first: no row is hashed.
     """
     textual = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
     if not textual or len(column) == 0 or column.null_count:
@@ -101,7 +101,7 @@ def _recode(codes: np.ndarray, lookup: list[int], code_type: type[np.signedinteg
     return np.array([*lookup, -1], dtype=code_type)[codes]  # code -1 (missing) picks the trailing -1
 
 
-# Measured (bench/tricks_bench.py): sink shape +35%, csv +11% load speed against union_categoricals.
+# Two array lookups per row, however many parts (see bench/README.md, tricks_bench.py recode-merge).
 def concat_strings(arrays: Sequence[Any], order: np.ndarray | None = None) -> pd.Categorical:
     """String columns one after another, as one ``Categorical`` over the union of their
     values (in order of first appearance), then taken in ``order`` (None: as they are).

@@ -10,6 +10,10 @@ Arrow's stack can take, and strings that are not UTF-8.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -35,14 +39,13 @@ _OPENING[[ord("{"), ord("[")]] = True
 #: larger buffer gets larger blocks, so that its columns come in few chunks.
 _MIN_BLOCK_BYTES = 2 << 20
 _BLOCKS_PER_BUFFER = 4
-#: Block size when one thread parses the whole buffer: the loader was fastest with
-#: 2 MiB (measured against 256 KiB, 1 MiB and 4 MiB blocks; fewer blocks also mean
-#: fewer column chunks to combine afterwards).
-_SINGLE_THREAD_BLOCK_BYTES = 2 << 20
+#: Set (by :func:`side_by_side`) on a loader worker whose unit parses beside others, each on one core:
+#: Arrow's thread pool is then left to the units parsed alone (``load.loader._arrow_threads`` decides).
+_SIDE_BY_SIDE: ContextVar[bool] = ContextVar("stormwatch_side_by_side", default=False)
 #: Tables are read into the C library's heap, not Arrow's default pool (mimalloc),
 #: which keeps freed pages for a second: a table lives only until its columns are
 #: copied out, and the heap hands its memory straight to the next unit's numpy
-#: arrays. On the 8-rank bench job this lowers the peak resident memory by ~25 MB.
+#: arrays, which lowers the load's peak memory (see bench/README.md, model_bench.py).
 _POOL = pa.system_memory_pool()
 
 
@@ -50,9 +53,9 @@ def _schema_in_line_order(first_line: bytes) -> pa.Schema:
     """:data:`SCHEMA` with its fields in the key order of ``first_line`` (and ``metadata``
     at its place, as an object whose fields Arrow infers).
 
-    Arrow's reader expects a line's next key at the next schema field and falls back
-    to a hash lookup when the orders differ, which costs ~10% of the parse. Writers
-    differ (stormlog's sink sorts keys, its exporters do not), so the order is read
+    Arrow's reader expects a line's next key at the next schema field and falls back to a
+    hash lookup when the orders differ (see bench/README.md, tricks_bench.py schema-order).
+    Writers differ (stormlog's sink sorts keys, its exporters do not), so the order is read
     from the data. Known fields the line lacks go last.
     """
     try:
@@ -82,26 +85,41 @@ def _arrow_can_read(data: Buffer, lines: LineIndex) -> bool:
     )
 
 
-def _read_options(size_bytes: int, *, threads: bool) -> pj.ReadOptions:
-    if not threads:
-        return pj.ReadOptions(block_size=_SINGLE_THREAD_BLOCK_BYTES, use_threads=False)
+@contextmanager
+def side_by_side(beside_others: bool = True) -> Iterator[None]:
+    """Within the block, this thread's parses (JSON Lines and CSV) run on the calling thread alone
+    when ``beside_others``, else on Arrow's thread pool: the loader's worker threads parse several
+    units at once, each on one core, where the pool's threads would only contend with the other
+    workers' parses (see bench/README.md, tricks_bench.py ``arrow-threads``). The events are the
+    same either way."""
+    token = _SIDE_BY_SIDE.set(beside_others)
+    try:
+        yield
+    finally:
+        _SIDE_BY_SIDE.reset(token)
+
+
+def arrow_threads() -> bool:
+    """Whether a parse here may use Arrow's thread pool (false inside :func:`side_by_side`)."""
+    return not _SIDE_BY_SIDE.get()
+
+
+def _read_options(size_bytes: int) -> pj.ReadOptions:
+    if not arrow_threads():
+        return pj.ReadOptions(use_threads=False)
     return pj.ReadOptions(block_size=max(_MIN_BLOCK_BYTES, -(-size_bytes // _BLOCKS_PER_BUFFER)))
 
 
-def read_table(data: Buffer, lines: LineIndex, *, threads: bool = True) -> pa.Table | None:
-    """The buffer's lines as one table (one row per line of ``lines``), or None when refused.
-
-    ``threads``: parse on Arrow's thread pool (a buffer on its own); else on the
-    calling thread alone (one of several buffers parsed at once, each on its own
-    core, which costs about 5% less CPU than sharing the pool).
-    """
+def read_table(data: Buffer, lines: LineIndex) -> pa.Table | None:
+    """The buffer's lines as one table (one row per line of ``lines``), or None when refused;
+    parsed on Arrow's thread pool unless inside :func:`side_by_side`."""
     if not _arrow_can_read(data, lines):
         return None
     schema = _schema_in_line_order(data[lines.starts[0] : lines.ends[0]])
     try:
         table = pj.read_json(
             pa.py_buffer(data),
-            read_options=_read_options(len(data), threads=threads),
+            read_options=_read_options(len(data)),
             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
             memory_pool=_POOL,
         )

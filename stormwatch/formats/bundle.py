@@ -112,7 +112,7 @@ def resolve_rank(payload: Mapping[str, Any], segments: Sequence[str], allocator:
     world_hint = _first_hint(payload, "world_size", minimum=1)
     world_size = max(world_hint if world_hint is not None else floor, floor)
     allocator.register(rank, world_size)
-    return RankContext(rank, local_rank, world_size, source)
+    return RankContext(rank=rank, local_rank=local_rank, world_size=world_size, source=source)
 
 
 def _iso_to_ns(value: Any) -> int | None:

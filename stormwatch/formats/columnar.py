@@ -141,7 +141,7 @@ def _metadata_text(line: bytes) -> tuple[bytes, bytes | None] | None:
     return text[match.start() : end].encode(), match.group(1).encode()
 
 
-# Measured: v4 shape 4.93x -> ~2.6x its floor (metadata lookup 18 -> 0.3 ms a file) against a parse per line.
+# v4 rows keep their metadata: one parse per distinct text (see bench/README.md, tricks_bench.py shared-metadata).
 class _SharedMetadata:
     """One metadata ``dict`` for all the lines whose metadata text is the same, byte for byte.
 
@@ -202,12 +202,9 @@ class _SharedMetadata:
         return self.rows[left]
 
 
-def columnar_events(
-    data: Buffer, lines: LineIndex, *, default_session_id: str, arrow_threads: bool = True
-) -> ColumnarResult | None:
-    """Schema v2/v3/v4 rows of a JSONL buffer as canonical events (see module doc);
-    ``arrow_threads`` as :func:`~stormwatch.formats.arrow_reader.read_table`'s ``threads``."""
-    table = read_table(data, lines, threads=arrow_threads)
+def columnar_events(data: Buffer, lines: LineIndex, *, default_session_id: str) -> ColumnarResult | None:
+    """Schema v2/v3/v4 rows of a JSONL buffer as canonical events (see module doc)."""
+    table = read_table(data, lines)
     if table is None or table.num_rows != lines.count:
         return None
     version = int_values(table.column("schema_version"), fill=-1)

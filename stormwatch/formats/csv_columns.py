@@ -58,9 +58,9 @@ def parse_metadata_cell(text: str) -> dict[str, Any]:
     return {}
 
 
-# Measured: csv shape 132 -> 107 ms warm against ast.literal_eval on every distinct cell.
+# Trackers write Python literals; read as JSON they skip ast (see bench/README.md, tricks_bench.py literal-json).
 def metadata_dict(text: str) -> dict[str, Any]:
-    """:func:`parse_metadata_cell`, several times faster on the Python literals trackers write."""
+    """:func:`parse_metadata_cell`'s dict, the Python literals trackers write read as JSON."""
     value = _literal_as_json(text)
     if value is _UNREAD:
         return parse_metadata_cell(text)
@@ -144,7 +144,8 @@ def int_column(texts: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     if texts.null_count == size:
         return pa.nulls(size, pa.int64()), bad
     texts = texts.combine_chunks()
-    # Measured: csv shape 116 -> 101 ms warm (a failed cast costs more than the float path).
+    # Cast at once only a column whose first cell is decimal: a failed cast costs more than the float
+    # path (see bench/README.md, shapes_bench.py).
     if _DECIMAL.fullmatch(pc.first(texts).as_py()):
         try:
             cast = pc.cast(texts, pa.int64())
@@ -169,19 +170,16 @@ def int_column(texts: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     return pa.array(values, mask=~valid | bad), bad
 
 
-def _struct_of(dicts: list[dict[str, Any] | None], *, ascii_strings: bool) -> pa.Array | None:
+def _struct_of(dicts: list[dict[str, Any] | None]) -> pa.Array | None:
     """The distinct metadata as one struct array, when Arrow can hold them all in one type and
-    :func:`collective_mask` finds in it exactly the collective tokens the row-by-row rule finds;
-    else None. With ``ascii_strings`` (every string in the metadata is ASCII) it does: Arrow's
-    lower-casing differs from Python's only beyond ASCII; else the two are compared."""
+    :func:`collective_mask` finds in it exactly the collective tokens the row-by-row rule finds
+    (Arrow's lower-casing differs from Python's beyond ASCII, so the two are compared); else None."""
     try:
         array = pa.array(dicts) if any(d is not None for d in dicts) else pa.nulls(len(dicts), pa.struct([]))
     except _ARROW_ERRORS:
         return None
     if not pa.types.is_struct(array.type) or _depth(array.type) > _MAX_DEPTH:
         return None
-    if ascii_strings:
-        return array
     expected = np.array([d is not None and has_collective_token_in_values(d) for d in dicts], dtype=bool)
     return array if np.array_equal(collective_mask(array), expected) else None
 
@@ -194,13 +192,6 @@ def _depth(kind: pa.DataType) -> int:
         deepest = max(deepest, depth)
         pending.extend((kind.field(index).type, depth + 1) for index in range(kind.num_fields))
     return deepest
-
-
-# Measured: csv shape 108 -> 98 ms warm (5.6% and 9.4% in two runs): no Python re-check of tokens.
-def _ascii_without_escapes(texts: pa.Array) -> bool:
-    """Whether the texts are ASCII without a backslash: then so is every string parsed from them."""
-    return bool(pc.all(pc.string_is_ascii(texts)).as_py() is not False
-                and not pc.any(pc.match_substring(texts, "\\")).as_py())
 
 
 class MetadataColumn:
@@ -218,12 +209,12 @@ class MetadataColumn:
         for text in encoded.dictionary.to_pylist():
             stripped = text.strip()
             dicts.append(metadata_dict(stripped) if stripped else None)
-        distinct = _struct_of(dicts, ascii_strings=_ascii_without_escapes(encoded.dictionary))
+        distinct = _struct_of(dicts)
         if distinct is None:
             return None
         indices = encoded.indices
         codes = (indices.fill_null(-1) if indices.null_count else indices).to_numpy().astype(np.int64)
-        # Measured: csv shape 102 -> 78 ms warm against taking the struct row by row (10 ms a file).
+        # Dictionary-encoded: table_events scans each distinct struct once (see bench/README.md, shapes_bench.py).
         return cls(dicts, codes, pa.DictionaryArray.from_arrays(indices, distinct))
 
     def filter(self, keep: np.ndarray) -> MetadataColumn:

@@ -103,12 +103,11 @@ def read_csv_rows(data: bytes, *, label: str, default_session_id: str) -> Parsed
     return ParsedEvents(frame_from_rows(rows), tuple(describe_problems(label, problems, where="row")))
 
 
-def read_csv(data: bytes, *, label: str, default_session_id: str, arrow_threads: bool = True) -> ParsedEvents:
-    """Events of one CSV export in row order; ``label`` names it in warnings (see the module doc);
-    ``arrow_threads``: parse on Arrow's thread pool (else on the calling thread alone)."""
+def read_csv(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
+    """Events of one CSV export in row order; ``label`` names it in warnings (see the module doc)."""
     body = data[len(BOM) :] if data.startswith(BOM) else data
     try:
-        fast = columnar_csv(body, default_session_id=default_session_id, threads=arrow_threads)
+        fast = columnar_csv(body, default_session_id=default_session_id)
     except pa.ArrowException:  # a file Arrow reads but cannot compute on: read it as today
         fast = None
     if fast is None:

@@ -32,15 +32,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from stormwatch.events.schema import KNOWN_FIELDS, REQUIRED_V3_FIELDS
-from stormwatch.formats.arrow_reader import INT_FIELDS, SCHEMA, STRING_FIELDS
+from stormwatch.formats.arrow_reader import INT_FIELDS, SCHEMA, STRING_FIELDS, arrow_threads
 from stormwatch.formats.csv_columns import MetadataColumn, int_column, string_column
 from stormwatch.formats.table_events import table_events
 
 _COLUMNS = frozenset({*KNOWN_FIELDS, "metadata"})
 #: A v2 record has no session_id (stormlog fills it in): a CSV of v2 records may lack the column.
 _REQUIRED_COLUMNS = frozenset(REQUIRED_V3_FIELDS) - {"session_id"}
-#: By ``threads``: parse on Arrow's thread pool, or on the calling thread alone (one of several
-#: units parsed side by side, as JSON Lines units are; see ``load.loader._arrow_threads``).
+#: By :func:`~stormwatch.formats.arrow_reader.arrow_threads`: on Arrow's thread pool, or on the
+#: calling thread alone (a unit parsed beside others, as JSON Lines units are).
 _READS = {threads: pcsv.ReadOptions(use_threads=threads) for threads in (True, False)}
 _PARSE = pcsv.ParseOptions(newlines_in_values=True)
 _CONVERT = pcsv.ConvertOptions(
@@ -85,14 +85,14 @@ class _Header:
         return out, []
 
 
-def read_cells(data: bytes, *, threads: bool = True) -> pa.Table | None:
+def read_cells(data: bytes) -> pa.Table | None:
     """The file's records as a table of cell texts (an empty cell null), or None when Arrow
     refuses it or the header is not one of a schema v2/v3 export (see the module doc)."""
     if not len(data) or data[:1] in (b"\n", b"\r"):
         return None
     try:
         table = pcsv.read_csv(
-            pa.py_buffer(data), read_options=_READS[threads], parse_options=_PARSE, convert_options=_CONVERT
+            pa.py_buffer(data), read_options=_READS[arrow_threads()], parse_options=_PARSE, convert_options=_CONVERT
         )
         names = table.column_names  # a header name that is not UTF-8 raises UnicodeDecodeError here
     except (pa.ArrowException, ValueError):
@@ -135,10 +135,10 @@ def _typed(cells: pa.Table) -> tuple[pa.Table, np.ndarray, MetadataColumn] | Non
     return table, slow, metadata
 
 
-def columnar_csv(data: bytes, *, default_session_id: str, threads: bool = True) -> CsvColumnar | None:
+def columnar_csv(data: bytes, *, default_session_id: str) -> CsvColumnar | None:
     """The schema v2/v3 records of a CSV export (BOM already removed) as canonical events, and
     the rows left to the row-by-row path; None when the whole file is (see the module doc)."""
-    cells = read_cells(data, threads=threads)
+    cells = read_cells(data)
     if cells is None:
         return None
     typed = _typed(cells)

@@ -101,7 +101,7 @@ def _parse_rows(
 
 
 def _parse_buffer(
-    data: Buffer, *, default_session_id: str, line_offset: int = 0, arrow_threads: bool = True
+    data: Buffer, *, default_session_id: str, line_offset: int = 0
 ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     """Events of newline-aligned JSONL bytes in line order, and (line number, reason) problems;
     line numbers count from ``line_offset + 1`` (the lines before this buffer in its file)."""
@@ -109,7 +109,7 @@ def _parse_buffer(
     if lines.count == 0:
         return frame_from_rows([]), []
     try:
-        fast = columnar_events(data, lines, default_session_id=default_session_id, arrow_threads=arrow_threads)
+        fast = columnar_events(data, lines, default_session_id=default_session_id)
     except pa.ArrowException:  # e.g. bytes that are not UTF-8 inside a string
         fast = None
     if fast is None:
@@ -131,19 +131,17 @@ def _parse_buffer(
     return frame, problems
 
 
-def read_jsonl(data: Buffer, *, label: str, default_session_id: str, arrow_threads: bool = True) -> ParsedEvents:
+def read_jsonl(data: Buffer, *, label: str, default_session_id: str) -> ParsedEvents:
     """Events of one JSONL artifact in line order; ``label`` names it in warnings.
 
-    ``data`` is only read (a mapping of the file will do). ``arrow_threads``: let
-    Arrow parse on its thread pool (see :func:`~stormwatch.formats.arrow_reader.read_table`);
-    the result is the same either way.
+    ``data`` is only read (a mapping of the file will do).
     """
     if data[: len(BOM)] == BOM:
         data = data[len(BOM) :]
     if data.find(b"\n") < 0 and data.find(b"\r") >= 0:  # classic Mac line endings, read as lines by Python
         data = bytes(data).replace(b"\r", b"\n")
     kept = _drop_torn_tail(data)
-    frame, problems = _parse_buffer(kept, default_session_id=default_session_id, arrow_threads=arrow_threads)
+    frame, problems = _parse_buffer(kept, default_session_id=default_session_id)
     return ParsedEvents(frame, tuple(describe_problems(label, problems)), _torn_bytes(data, kept))
 
 
@@ -173,7 +171,6 @@ def read_jsonl_stream(
     default_session_id: str,
     chunk_bytes: int,
     max_events: int | None = None,
-    arrow_threads: bool = True,
 ) -> ParsedEvents:
     """:func:`read_jsonl` over a binary stream, ``chunk_bytes`` at a time, with the same result.
 
@@ -212,8 +209,7 @@ def read_jsonl_stream(
         carry = buffer[cut + 1 :]
         aligned = buffer[: cut + 1]
         del buffer
-        frame, found = _parse_buffer(aligned, default_session_id=default_session_id, line_offset=lines_before,
-                                     arrow_threads=arrow_threads)
+        frame, found = _parse_buffer(aligned, default_session_id=default_session_id, line_offset=lines_before)
         lines_before += aligned.count(b"\n")
         del aligned
         problems.extend(found)
@@ -225,8 +221,7 @@ def read_jsonl_stream(
     if carry:
         kept = _drop_torn_tail(carry)
         torn = _torn_bytes(carry, kept)
-        frame, found = _parse_buffer(kept, default_session_id=default_session_id,
-                                     line_offset=lines_before, arrow_threads=arrow_threads)
+        frame, found = _parse_buffer(kept, default_session_id=default_session_id, line_offset=lines_before)
         problems.extend(found)
         frames.append(frame)
     frame = concat_frames(frames) if frames else frame_from_rows([])

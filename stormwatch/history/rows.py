@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from stormwatch.analysis.candidates import ALERT_SEVERITY
+from stormwatch.analysis.model import IndicatorKind
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.schema import HISTORY_COLUMNS, HISTORY_SCHEMA, as_utc, audit_id, file_metadata
 from stormwatch.outputs.verdict import VerdictStatus
@@ -142,7 +143,8 @@ def _job_rows(document: Mapping[str, Any], job_name: str, audit: str) -> list[di
     model = document.get("model") or {}
     rows = _by_rank(model.get("rows"))
     indicators = [item for item in model.get("indicators") or () if isinstance(item, Mapping)]
-    earliest = next((_int(item.get("rank")) for item in indicators if item.get("kind") == "earliest"), None)
+    earliest = next((_int(item.get("rank")) for item in indicators if item.get("kind") == IndicatorKind.EARLIEST),
+                    None)
     fleet = document.get("fleet")
     fleet_ranks = _by_rank(fleet.get("ranks")) if isinstance(fleet, Mapping) else {}
     timelines = model.get("per_rank_timelines") or {}

@@ -70,13 +70,11 @@ def register_ranks(parts: tuple[SessionPart, ...], allocator: RankAllocator) -> 
 @dataclass(frozen=True)
 class Reading:
     """How a unit is read: the job's caps, the artifacts' sizes in bytes when the
-    caller knows them from a listing (else local files are ``stat``-ed), whether
-    Arrow may parse on its thread pool (false while several units parse at once,
-    each on its own core), and the mappings local files are read into."""
+    caller knows them from a listing (else local files are ``stat``-ed), and the
+    mappings local files are read into."""
 
     limits: LoadLimits = LoadLimits()
     sizes: Mapping[str, int] | None = None
-    arrow_threads: bool = True
     pool: MappingPool | None = None
 
     def size_bytes(self, tree: ArtifactTree, key: str) -> int | None:
@@ -105,13 +103,11 @@ def _read_segment(
     if size is not None and size > chunk and isinstance(tree, StreamingTree):
         with tree.open(segment) as stream:
             return read_jsonl_stream(stream, label=label, default_session_id=default_session_id, chunk_bytes=chunk,
-                                     max_events=reading.limits.max_events, arrow_threads=reading.arrow_threads)
+                                     max_events=reading.limits.max_events)
     if isinstance(tree, LoaningTree):
         with tree.loan(segment, reading.pool) as data:
-            return read_jsonl(data, label=label, default_session_id=default_session_id,
-                              arrow_threads=reading.arrow_threads)
-    return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id,
-                      arrow_threads=reading.arrow_threads)
+            return read_jsonl(data, label=label, default_session_id=default_session_id)
+    return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id)
 
 
 def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
@@ -153,8 +149,9 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
         summary = stated.get(session_id)
         if summary is None:
             summary = infer_summary(session_id, events, source=source)
-        parts.append(SessionPart(summary, events, tuple(sorted(sources.get(session_id, {tree.identity(unit.key)})))))
-    return UnitResult(_ordered(parts), tuple(warnings), cut_short=tuple(cut_short))
+        own = tuple(sorted(sources.get(session_id, {tree.identity(unit.key)})))
+        parts.append(SessionPart(summary=summary, events=events, sources=own))
+    return UnitResult(parts=_ordered(parts), warnings=tuple(warnings), cut_short=tuple(cut_short))
 
 
 def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
@@ -165,32 +162,32 @@ def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segment
     except NotTelemetryError as exc:
         if unit.timeline_fallback:
             return _load_timeline(tree, unit, allocator, segments)
-        return UnitResult((), (f"Failed to parse JSON telemetry file {identity}: {exc}",))
+        return UnitResult(parts=(), warnings=(f"Failed to parse JSON telemetry file {identity}: {exc}",))
     source = f"artifact:{unit.name}"
     parts = []
     for sid, group in _by_session(parsed.frame):
         events = sort_events(group)
-        parts.append(SessionPart(infer_summary(sid, events, source=source), events, (identity,)))
+        parts.append(SessionPart(summary=infer_summary(sid, events, source=source), events=events, sources=(identity,)))
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
     cut_short = () if parsed.cut_short_bytes is None else (
         cut_short_file(parsed.frame, source=identity, path=unit.key, dropped_bytes=parsed.cut_short_bytes),)
-    return UnitResult(_ordered(parts), parsed.warnings, legacy_flat=legacy, cut_short=cut_short)
+    return UnitResult(parts=_ordered(parts), warnings=parsed.warnings, legacy_flat=legacy, cut_short=cut_short)
 
 
-def _load_csv(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
+def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
     identity = tree.identity(unit.key)
     default = stable_legacy_session_id(identity, "csv")
-    parsed = read_csv(tree.read(unit.key), label=identity, default_session_id=default,
-                      arrow_threads=reading.arrow_threads)
+    parsed = read_csv(tree.read(unit.key), label=identity, default_session_id=default)
     source = f"artifact:{unit.name}"
     parts = []
     for sid, group in _by_session(parsed.frame):
         events = combine_events([group])
         parts.append(
-            SessionPart(summary_from_last_event(sid, events, source=source), events, (identity,), parsed.warnings)
+            SessionPart(summary=summary_from_last_event(sid, events, source=source), events=events, sources=(identity,),
+                        warnings=parsed.warnings)
         )
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
-    return UnitResult(tuple(parts), parsed.warnings, legacy_flat=legacy)
+    return UnitResult(parts=tuple(parts), warnings=parsed.warnings, legacy_flat=legacy)
 
 
 def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
@@ -206,10 +203,11 @@ def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, seg
         allocator=allocator,
     )
     if not isinstance(result, TimelineResult):
-        return UnitResult((), (result,))
+        return UnitResult(parts=(), warnings=(result,))
     events = combine_events([result.events])
     summary: SessionSummary = result.summary
-    return UnitResult((SessionPart(summary, events, (identity,)),), result.warnings)
+    part = SessionPart(summary=summary, events=events, sources=(identity,))
+    return UnitResult(parts=(part,), warnings=result.warnings)
 
 
 def needs_allocator(unit: Unit) -> bool:
@@ -233,12 +231,12 @@ def load_unit(
     if unit.kind is not UnitKind.SINK:
         skipped = reading.oversized(tree, unit.key)
         if skipped:
-            return UnitResult((), (skipped,))
+            return UnitResult(parts=(), warnings=(skipped,))
     if unit.kind is UnitKind.TIMELINE:
         assert allocator is not None
         return _load_timeline(tree, unit, allocator, segments)
     if unit.kind is UnitKind.SINK:
         return _load_sink(tree, unit, reading)
     if unit.kind is UnitKind.CSV:
-        return _load_csv(tree, unit, reading)
+        return _load_csv(tree, unit)
     return _load_json(tree, unit, allocator or RankAllocator(), segments)

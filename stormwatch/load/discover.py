@@ -81,16 +81,16 @@ def discover(tree: ArtifactTree, entries: Sequence[Entry] | None = None) -> list
         names = by_folder[folder]
         segments, manifest = _sink_segments(tree, folder, names)
         if segments:
-            sinks.append(Unit(UnitKind.SINK, folder, segments, manifest))
+            sinks.append(Unit(kind=UnitKind.SINK, key=folder, segments=segments, manifest=manifest))
         for name in sorted(names):
             key = _join(folder, name)
             if name == TIMELINE_NAME:
-                timelines.append(Unit(UnitKind.TIMELINE, key, manifest=manifest))
+                timelines.append(Unit(kind=UnitKind.TIMELINE, key=key, manifest=manifest))
             elif name.endswith(".jsonl") and not is_segment_name(name):
-                files.append(Unit(UnitKind.SINK, key, (key,), manifest))
+                files.append(Unit(kind=UnitKind.SINK, key=key, segments=(key,), manifest=manifest))
             elif any(fnmatchcase(name, pattern) for pattern in EXPORT_PATTERNS):
                 kind = UnitKind.CSV if name.endswith(".csv") else UnitKind.JSON
-                files.append(Unit(kind, key))
+                files.append(Unit(kind=kind, key=key))
     files.sort(key=lambda unit: unit.key)
     return [*sinks, *files, *timelines]
 
@@ -110,12 +110,12 @@ def unit_for_file(tree: ArtifactTree, key: str) -> Unit | None:
             if _safe_name(n) and tree.exists(_join(folder, n))
         )
         if segments:
-            return Unit(UnitKind.SINK, folder, tuple(sorted(segments)), key)
-        return Unit(UnitKind.JSON, key)
+            return Unit(kind=UnitKind.SINK, key=folder, segments=tuple(sorted(segments)), manifest=key)
+        return Unit(kind=UnitKind.JSON, key=key)
     if lowered.endswith(".jsonl"):
-        return Unit(UnitKind.SINK, key, (key,), manifest)
+        return Unit(kind=UnitKind.SINK, key=key, segments=(key,), manifest=manifest)
     if lowered.endswith(".json"):
-        return Unit(UnitKind.JSON, key, manifest=manifest, timeline_fallback=name == TIMELINE_NAME)
+        return Unit(kind=UnitKind.JSON, key=key, manifest=manifest, timeline_fallback=name == TIMELINE_NAME)
     if lowered.endswith(".csv"):
-        return Unit(UnitKind.CSV, key)
+        return Unit(kind=UnitKind.CSV, key=key)
     return None

@@ -35,6 +35,7 @@ from stormwatch.events.sessions import (
     synthesize_rank_groups,
     unique,
 )
+from stormwatch.formats.arrow_reader import side_by_side
 from stormwatch.formats.bundle import RankAllocator
 from stormwatch.load.artifact import Reading, UnitResult, load_unit, needs_allocator, register_ranks
 from stormwatch.load.cut_short import CutShortFile, placed, relative_to
@@ -43,10 +44,9 @@ from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.tree import ArtifactTree, LocalTree
 
-#: Units parsed at once. Arrow parses each on its own thread pool without the GIL.
-#: Memory grows with this (each unit in flight holds its bytes and table): on 2
-#: cores, 2 units load as fast as 4 (498 vs 499 ms on the bench job) with ~70 MB
-#: less peak memory, so one unit per core, at least 2, at most 8.
+#: Units parsed at once (Arrow parses without the GIL), one per core, at least 2, at most 8: each
+#: unit in flight holds its bytes and table, and more units than cores load no faster but peak
+#: higher (see bench/README.md, model_bench.py).
 _WORKERS = max(2, min(8, os.cpu_count() or 1))
 
 
@@ -153,7 +153,7 @@ class _State:
 def _reading(state: _State, tree: ArtifactTree, *, listed: bool) -> Reading:
     """Sizes from the tree's listing when it was listed anyway (else local files are stat-ed)."""
     sizes = {entry.key: entry.size_bytes for entry in tree.entries()} if listed else None
-    return Reading(state.limits, sizes)
+    return Reading(limits=state.limits, sizes=sizes)
 
 
 def _arrow_threads(sizes: Sequence[int | None]) -> list[bool]:
@@ -161,8 +161,9 @@ def _arrow_threads(sizes: Sequence[int | None]) -> list[bool]:
 
     Units run :data:`_WORKERS` at a time. One that holds more than a worker's share
     of the job's bytes (or whose size is unknown) keeps Arrow's pool; the others
-    parse on one core each, side by side, which on the 8-rank bench job costs
-    about 5% less CPU than all of them sharing the pool.
+    parse on one core each, side by side (:func:`~stormwatch.formats.arrow_reader.side_by_side`):
+    the pool's threads would only contend with the other workers' parses (see bench/README.md,
+    tricks_bench.py ``arrow-threads``).
     """
     total = sum(size for size in sizes if size is not None)
     return [size is None or size * _WORKERS > total for size in sizes]
@@ -171,9 +172,16 @@ def _arrow_threads(sizes: Sequence[int | None]) -> list[bool]:
 def _on_a_worker(unit: Unit) -> bool:
     """Whether a unit is parsed ahead on a worker thread: not a bundle (bundles run in order),
     and not a JSON document, which orjson and Python parse holding the GIL: a worker gains it
-    no time and keeps its memory in the worker's own heap arena (measured on the json shape,
-    all on the calling thread: first load 392 -> 336 ms, peak RSS 85 -> 54 MB)."""
+    no time and keeps its memory in the worker's own heap arena (see bench/README.md,
+    tricks_bench.py ``json-on-caller``)."""
     return not needs_allocator(unit) and unit.kind is not UnitKind.JSON
+
+
+def _load_ahead(tree: ArtifactTree, unit: Unit, *, reading: Reading, beside_others: bool) -> UnitResult:
+    """A unit loaded on a worker thread; ``beside_others``: on one core, not Arrow's pool (see
+    :func:`_arrow_threads`)."""
+    with side_by_side(beside_others):
+        return load_unit(tree, unit, allocator=None, reading=reading)
 
 
 def _load_units(
@@ -195,8 +203,8 @@ def _load_units(
     pool = ThreadPoolExecutor(max_workers=_WORKERS)
     try:
         ahead = {
-            index: pool.submit(load_unit, tree, unit, allocator=None,
-                               reading=replace(readings[id(tree)], arrow_threads=threads[index], pool=mappings))
+            index: pool.submit(_load_ahead, tree, unit, reading=replace(readings[id(tree)], pool=mappings),
+                               beside_others=not threads[index])
             for index, (tree, unit) in enumerate(inputs)
             if index in threads
         }
@@ -265,7 +273,8 @@ def _finish(state: _State) -> JobLoad:
 
 
 def _new_state(limits: LoadLimits) -> _State:
-    return _State(Accumulator(), [], set(), [], RankAllocator(), limits)
+    return _State(accumulator=Accumulator(), legacy=[], candidates=set(), warnings=[], allocator=RankAllocator(),
+                  limits=limits)
 
 
 def _tree_sessions(tree: ArtifactTree, limits: LoadLimits) -> JobLoad:

@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from stormwatch.analysis.markers import MarkerKind
-from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel
+from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.events.sessions import SessionStatus
 from stormwatch.outputs.verdict import VerdictStatus
@@ -54,7 +54,7 @@ class FirstCause:
     """One first-cause indicator of an attempt; ``oom``: it is an OOM (an ``error`` event its
     rank's OOM marker stands for); ``timestamp_ns`` in ns since the epoch."""
 
-    kind: str  # "earliest" or "most_severe"
+    kind: IndicatorKind
     rank: int
     signal: str
     severity: str
@@ -69,7 +69,7 @@ class FirstCause:
         return "OOM" if self.oom else self.signal
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "rank": self.rank, "signal": self.signal, "severity": self.severity,
+        return {"kind": self.kind.value, "rank": self.rank, "signal": self.signal, "severity": self.severity,
                 "timestamp_ns": self.timestamp_ns, "phase_path": self.phase_path, "confidence": self.confidence,
                 "oom": self.oom}
 
@@ -77,7 +77,7 @@ class FirstCause:
     def from_json(cls, data: Mapping[str, Any]) -> FirstCause:
         """Raises KeyError, TypeError or ValueError for a malformed entry."""
         confidence = data.get("confidence")
-        return cls(kind=str(data["kind"]), rank=int(data["rank"]), signal=str(data["signal"]),
+        return cls(kind=IndicatorKind(data["kind"]), rank=int(data["rank"]), signal=str(data["signal"]),
                    severity=str(data["severity"]), timestamp_ns=int(data["timestamp_ns"]),
                    phase_path=None if data.get("phase_path") is None else str(data["phase_path"]),
                    confidence=None if confidence is None else float(confidence), oom=data.get("oom") is True)
@@ -98,11 +98,12 @@ def _is_oom(indicator: AnomalyIndicator, model: DiagnosticsModel) -> bool:
 
 def first_causes(model: DiagnosticsModel) -> tuple[FirstCause | None, FirstCause | None]:
     """(earliest, most severe) first causes of ``model``; (None, None) when it found no anomaly."""
-    found: dict[str, FirstCause] = {}
+    found: dict[IndicatorKind, FirstCause] = {}
     for item in model.indicators:
-        found[item.kind] = FirstCause(item.kind, item.rank, item.signal, item.severity, item.timestamp_ns,
-                                      item.phase_path, item.confidence, _is_oom(item, model))
-    return found.get("earliest"), found.get("most_severe")
+        found[item.kind] = FirstCause(kind=item.kind, rank=item.rank, signal=item.signal, severity=item.severity,
+                                      timestamp_ns=item.timestamp_ns, phase_path=item.phase_path,
+                                      confidence=item.confidence, oom=_is_oom(item, model))
+    return found.get(IndicatorKind.EARLIEST), found.get(IndicatorKind.MOST_SEVERE)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class Attempt:
     of: int
     session_id: str
     status: AttemptStatus
-    session_status: str  # stormlog's status of the session (a rank group: completed or incomplete)
+    session_status: SessionStatus  # stormlog's status of the session (a rank group: completed or incomplete)
     started_at_ns: int
     ended_at_ns: int | None
     ranks_present: int | None = None
@@ -159,11 +160,12 @@ class Attempt:
     def as_json(self) -> dict[str, Any]:
         return {
             "attempt": self.number, "of": self.of, "session_id": self.session_id, "status": self.status.value,
-            "session_status": self.session_status, "started_at_ns": self.started_at_ns,
+            "session_status": self.session_status.value, "started_at_ns": self.started_at_ns,
             "ended_at_ns": self.ended_at_ns, "ranks_present": self.ranks_present,
             "ranks_expected": self.ranks_expected, "verdict": None if self.verdict is None else self.verdict.value,
-            "summary": self.summary, "earliest": None if self.earliest is None else self.earliest.as_json(),
-            "most_severe": None if self.most_severe is None else self.most_severe.as_json(),
+            "summary": self.summary,
+            IndicatorKind.EARLIEST.value: None if self.earliest is None else self.earliest.as_json(),
+            IndicatorKind.MOST_SEVERE.value: None if self.most_severe is None else self.most_severe.as_json(),
             "oom_ranks": list(self.oom_ranks), "default": self.default, "report": self.report,
             "model": self.model, "error": self.error, "description": self.describe(),
         }
@@ -171,8 +173,8 @@ class Attempt:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Attempt:
         """An entry of model.json's ``attempts``; raises KeyError, TypeError or ValueError when malformed."""
-        def cause(name: str) -> FirstCause | None:
-            value = data.get(name)
+        def cause(kind: IndicatorKind) -> FirstCause | None:
+            value = data.get(kind)
             return None if value is None else FirstCause.from_json(value)
 
         def optional_int(name: str) -> int | None:
@@ -181,12 +183,13 @@ class Attempt:
         verdict = data.get("verdict")
         return cls(
             number=int(data["attempt"]), of=int(data["of"]), session_id=str(data["session_id"]),
-            status=AttemptStatus(data["status"]), session_status=str(data.get("session_status") or data["status"]),
+            status=AttemptStatus(data["status"]),
+            session_status=SessionStatus(data.get("session_status") or data["status"]),
             started_at_ns=int(data["started_at_ns"]), ended_at_ns=optional_int("ended_at_ns"),
             ranks_present=optional_int("ranks_present"), ranks_expected=optional_int("ranks_expected"),
             verdict=None if verdict is None else VerdictStatus(verdict),
             summary=None if data.get("summary") is None else str(data["summary"]),
-            earliest=cause("earliest"), most_severe=cause("most_severe"),
+            earliest=cause(IndicatorKind.EARLIEST), most_severe=cause(IndicatorKind.MOST_SEVERE),
             oom_ranks=tuple(int(rank) for rank in data.get("oom_ranks") or ()), default=data.get("default") is True,
             report=None if data.get("report") is None else str(data["report"]),
             model=None if data.get("model") is None else str(data["model"]),

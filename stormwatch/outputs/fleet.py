@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from stormwatch.analysis.model import IndicatorKind
 from stormwatch.outputs.verdict import VerdictStatus
 
 FLEET_SCHEMA_VERSION = 1
@@ -102,7 +103,7 @@ def _verdict(value: Any) -> VerdictStatus | None:
     return None if value is None else VerdictStatus(value)
 
 
-def _indicator(indicators: Sequence[Mapping[str, Any]], kind: str) -> dict[str, Any] | None:
+def _indicator(indicators: Sequence[Mapping[str, Any]], kind: IndicatorKind) -> dict[str, Any] | None:
     for item in indicators:
         if item.get("kind") == kind:
             return {name: item.get(name) for name in _INDICATOR_FIELDS}
@@ -156,8 +157,9 @@ def row_from_document(
         verdict=_verdict(verdict.get("status")),
         exit_code=verdict.get("exit_code") if exit_code is None else int(exit_code),
         summary=verdict.get("summary"),
-        earliest=_cause(worst.get("earliest")) if worst else _indicator(indicators, "earliest"),
-        most_severe=_cause(worst.get("most_severe")) if worst else _indicator(indicators, "most_severe"),
+        earliest=_cause(worst.get(IndicatorKind.EARLIEST)) if worst else _indicator(indicators, IndicatorKind.EARLIEST),
+        most_severe=(_cause(worst.get(IndicatorKind.MOST_SEVERE)) if worst
+                     else _indicator(indicators, IndicatorKind.MOST_SEVERE)),
         ranks_present=len(model.get("present_ranks", ())),
         ranks_expected=len(model.get("expected_ranks", ())),
         missing_ranks=tuple(model.get("missing_ranks", ())),

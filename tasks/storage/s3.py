@@ -73,8 +73,8 @@ def client_config(settings: StorageSettings) -> Config:
 class S3Storage:
     """Storage rooted at ``s3://bucket/prefix``.
 
-    ``client``: an S3 client to use instead of building one (building costs ~0.13 s);
-    clients are thread-safe, so storages in one process may share one.
+    ``client``: an S3 client to use instead of building one (which is slow: see bench/README.md,
+    cli_bench.py); clients are thread-safe, so storages in one process may share one.
     """
 
     def __init__(self, settings: StorageSettings, *, client: Any = None) -> None:

@@ -264,11 +264,10 @@ def test_model_equals_reference(name: str, scenario: Callable[[str], Built],
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_job_folder_model_equals_reference_given_each_rank(
         name: str, scenario: Callable[[str], Built], expected_model: Callable[[str], Model]) -> None:
-    """The job folder, built as ``diagnose`` builds it: with the loader's markers (and phase spans)."""
+    """The job folder, loaded as ``diagnose`` loads it: every rank under it one job."""
     case = CASES[name]
     selected = None if case.selected is None else set(case.selected)
-    actual = canonical_model(our_model([scenario(case.job).root], selected, preset=case.preset, job_folder=True,
-                                       loader_markers=True))
+    actual = canonical_model(our_model([scenario(case.job).root], selected, preset=case.preset, job_folder=True))
     differences = model_differences(expected_model(name), actual)
     assert not differences, "\n".join(differences)
 

@@ -20,7 +20,7 @@ from stormwatch.tasks.plan import PreviousFleet
 from tests import builders as b
 from tests.tasks.storage.backends import Backend, local_backend
 
-OPTIONS = AuditOptions(DiagnoseOptions(all_sessions=True))
+OPTIONS = AuditOptions(diagnose=DiagnoseOptions(all_sessions=True))
 
 
 def upload_restarted(tmp_path: Path, backend: Backend, job_id: str = "train-7b") -> list[str]:
@@ -104,7 +104,8 @@ def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp
     job = inventory.job("train-7b")
     assert job is not None and job.session_folders == {first, second, "sessions/gone-session"}
 
-    capped = AuditOptions(replace(OPTIONS.diagnose, max_sessions=1), force=True)  # attempt 1 is not diagnosed now
+    # attempt 1 is not diagnosed now
+    capped = AuditOptions(diagnose=replace(OPTIONS.diagnose, max_sessions=1), force=True)
     diagnose_inputs(backend.storage, job, options=capped)
 
     keys = backend.stored_keys()
@@ -117,7 +118,8 @@ def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp
     assert [attempt["report"] for attempt in stored["attempts"]] == [None, f"{second}/report.html"]
 
     backend.put("reports/train-7b/sessions/gone-again/report.html", b"<html></html>")
-    audit_one(backend.storage, "train-7b", options=AuditOptions(OPTIONS.diagnose, force=True))  # lists them itself
+    # lists them itself
+    audit_one(backend.storage, "train-7b", options=AuditOptions(diagnose=OPTIONS.diagnose, force=True))
     keys = backend.stored_keys()
     assert {f"reports/train-7b/{folder}/report.html" for folder in (first, second)} <= keys
     assert "reports/train-7b/sessions/gone-again/report.html" not in keys

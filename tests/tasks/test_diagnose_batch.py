@@ -28,7 +28,7 @@ def test_a_batch_gives_an_outcome_per_job_and_a_failing_job_fails_alone(tmp_path
     inventory = backend.storage.take_inventory()
     cap = max(job.size_bytes for job in inventory.jobs if job.job_id != "big-job")
     batch = Batch(1, inventory.jobs)
-    options = AuditOptions(DiagnoseOptions(), max_bytes=cap)
+    options = AuditOptions(diagnose=DiagnoseOptions(), max_bytes=cap)
     try:
         outcomes = diagnose_batch.fn(backend.settings, batch, options, EngineSettings(mode=mode, workers=2))
     finally:

@@ -17,7 +17,7 @@ from stormwatch.tasks.audit_job import AuditOptions
 from stormwatch.tasks.plan import PreviousFleet, plan_audit
 from stormwatch.tasks.storage.inventory import Inventory, JobInputs
 
-OPTIONS = AuditOptions(DiagnoseOptions())
+OPTIONS = AuditOptions(diagnose=DiagnoseOptions())
 JOB = JobInputs("job-1", (Entry("rank_0/events.jsonl", 100, "v1"),))
 
 
@@ -40,13 +40,14 @@ CASES = [
     ("inputs changed", make_row(input_fingerprint="sha256:old"), Inventory((JOB,), (), frozenset({"job-1"})),
      OPTIONS, True),
     ("other preset", make_row(), Inventory((JOB,), (), frozenset({"job-1"})),
-     AuditOptions(DiagnoseOptions.parse(preset="high")), True),
+     AuditOptions(diagnose=DiagnoseOptions.parse(preset="high")), True),
     ("older fleet.json without options", make_row(options=None), Inventory((JOB,), (), frozenset({"job-1"})),
      OPTIONS, True),
     ("failed last time", make_row(status=JobStatus.FAILED), Inventory((JOB,), (), frozenset({"job-1"})), OPTIONS,
      True),
     ("reports deleted", make_row(), Inventory((JOB,), (), frozenset()), OPTIONS, True),
-    ("forced", make_row(), Inventory((JOB,), (), frozenset({"job-1"})), AuditOptions(DiagnoseOptions(), force=True),
+    ("forced", make_row(), Inventory((JOB,), (), frozenset({"job-1"})), AuditOptions(diagnose=DiagnoseOptions(),
+                                                                                     force=True),
      True),
 ]
 
@@ -60,7 +61,7 @@ def test_plan(name: str, row: FleetRow | None, inventory: Inventory, options: Au
 
 
 def test_an_unchanged_job_keeps_its_row_and_ranks_with_this_runs_exit_code() -> None:
-    options = AuditOptions(DiagnoseOptions.parse(fail_on="warning"))
+    options = AuditOptions(diagnose=DiagnoseOptions.parse(fail_on="warning"))
     row = make_row(options=options.diagnose.recorded())
     plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous_of(row), options=options)
     (kept,) = plan.unchanged

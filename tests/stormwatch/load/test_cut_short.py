@@ -45,7 +45,7 @@ def test_torn_jsonl_model_equals_the_reference(tmp_path: Path) -> None:
     paths, _ = torn_jsonl_job(root, world_size=4, torn_rank=2)
     expected = canonical_model(reference_model(paths))
     assert not model_differences(expected, canonical_model(our_model(paths)))
-    assert not model_differences(expected, canonical_model(our_model([root], job_folder=True, loader_markers=True)))
+    assert not model_differences(expected, canonical_model(our_model([root], job_folder=True)))
 
 
 def test_killed_sink_segment_is_recorded_and_its_model_equals_the_reference(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_killed_sink_segment_is_recorded_and_its_model_equals_the_reference(tmp_
         1, "run-1-rank1", torn.last_event_ns, torn.partial_bytes)
     assert cut.session_group_id == job.default_session_id  # the two ranks' group
     assert not model_differences(canonical_model(reference_model(paths)),
-                                 canonical_model(our_model([root], job_folder=True, loader_markers=True)))
+                                 canonical_model(our_model([root], job_folder=True)))
 
 
 def test_a_segment_holding_only_a_torn_line_is_named_from_the_manifest(tmp_path: Path) -> None:

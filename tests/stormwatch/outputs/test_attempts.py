@@ -7,6 +7,7 @@ import dataclasses
 import orjson
 import pytest
 
+from stormwatch.analysis.model import IndicatorKind
 from stormwatch.events.sessions import SessionStatus
 from stormwatch.outputs.attempts import Attempt, AttemptStatus, FirstCause, attempt_status, worst_attempt
 from stormwatch.outputs.job_document import job_verdict
@@ -14,12 +15,13 @@ from stormwatch.outputs.session_paths import UnsafeSessionIdError, folder_href, 
 from stormwatch.outputs.verdict import ExitCode, Verdict, VerdictStatus
 from stormwatch.severity import FailOn
 
-OOM = FirstCause("most_severe", 3, "alert:error", "critical", 1_700_000_003_000_000_000, oom=True)
+OOM = FirstCause(kind=IndicatorKind.MOST_SEVERE, rank=3, signal="alert:error", severity="critical",
+                 timestamp_ns=1_700_000_003_000_000_000, oom=True)
 
 
 def attempt(number: int, verdict: VerdictStatus | None, **changes: object) -> Attempt:
     base = Attempt(number=number, of=2, session_id=f"s-{number}", status=AttemptStatus.COMPLETED,
-                   session_status="completed", started_at_ns=number * 10**12, ended_at_ns=None,
+                   session_status=SessionStatus.COMPLETED, started_at_ns=number * 10**12, ended_at_ns=None,
                    ranks_present=4, ranks_expected=4, verdict=verdict)
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -42,8 +44,9 @@ def test_describe_names_the_attempt_its_end_and_what_it_found(changes: dict[str,
 
 
 def test_an_attempt_survives_model_json() -> None:
-    original = attempt(1, VerdictStatus.CRITICAL, most_severe=OOM, earliest=dataclasses.replace(OOM, kind="earliest"),
-                       oom_ranks=(3,), report="sessions/s-1/report.html", model="sessions/s-1/model.json",
+    original = attempt(1, VerdictStatus.CRITICAL, most_severe=OOM,
+                       earliest=dataclasses.replace(OOM, kind=IndicatorKind.EARLIEST), oom_ranks=(3,),
+                       report="sessions/s-1/report.html", model="sessions/s-1/model.json",
                        default=True, error="its outputs were not written: OSError: disk full", ended_at_ns=5)
     data = orjson.loads(orjson.dumps(original.as_json()))
     assert data["description"] == original.describe() and data["verdict"] == "critical"

@@ -28,7 +28,8 @@ def make_model(*, severity: str | None = None, missing: tuple[int, ...] = ()) ->
                                               make_indicator(severity=severity))
     expected = tuple(range(4))
     present = tuple(rank for rank in expected if rank not in missing)
-    return DiagnosticsModel((), indicators, expected, present, missing, {})
+    return DiagnosticsModel(rows=(), indicators=indicators, expected_ranks=expected, present_ranks=present,
+                            missing_ranks=missing, per_rank_timelines={})
 
 
 @pytest.mark.parametrize(

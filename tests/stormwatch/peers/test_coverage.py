@@ -22,7 +22,7 @@ from tests.model_builders import build_legacy_job
 
 def coverage_of(root: Path, selected: set[int] | None = None) -> Coverage:
     loaded = load_artifacts([root])
-    return job_coverage(loaded, build_model(loaded.events, selected, markers=loaded.markers))
+    return job_coverage(loaded, build_model(loaded.events, selected))
 
 
 def test_complete_job(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ RESERVED, GAP = OutlierMetric.PEAK_RESERVED_BYTES, OutlierMetric.HIDDEN_GAP_PEAK
 def facts(reserved: Sequence[int | None], *, gaps: Sequence[int | None] | None = None,
           total: int | None = 80 * GIB) -> list[RankFacts]:
     gaps = [0] * len(reserved) if gaps is None else gaps
-    return [RankFacts(rank, "node-0", rank, 10, value, value, value, total, gap)
+    return [RankFacts(rank=rank, host="node-0", device_id=rank, samples=10, peak_allocated_bytes=value,
+                      peak_reserved_bytes=value, peak_device_used_bytes=value, device_total_bytes=total,
+                      hidden_gap_peak_bytes=gap)
             for rank, (value, gap) in enumerate(zip(reserved, gaps, strict=True))]
 
 

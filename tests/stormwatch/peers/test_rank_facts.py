@@ -27,7 +27,7 @@ from tests.model_builders import build_legacy_job
 
 def facts_of(paths: list[Path] | Path, selected: set[int] | None = None) -> tuple[RankFacts, ...]:
     loaded = load_artifacts(paths if isinstance(paths, list) else [paths])
-    return rank_facts(loaded.events, build_model(loaded.events, selected, markers=loaded.markers))
+    return rank_facts(loaded.events, build_model(loaded.events, selected))
 
 
 def samples_of(rank: int) -> list[Sample]:

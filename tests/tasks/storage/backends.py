@@ -58,7 +58,8 @@ def local_backend(root: Path) -> Backend:
 
     settings = StorageSettings(uri=str(root))
     return Backend(
-        "local", settings, open_storage(settings), put, get, keys, lambda key: str((root / key).stat().st_mtime_ns)
+        name="local", settings=settings, storage=open_storage(settings), put=put, get=get, stored_keys=keys,
+        version=lambda key: str((root / key).stat().st_mtime_ns),
     )
 
 
@@ -85,4 +86,5 @@ def s3_backend(client: Any, bucket: str, prefix: str = "fleet/nightly") -> Backe
         return hashlib.md5(data).hexdigest()  # moto's ETag of a single-part PUT, as S3's
 
     settings = StorageSettings(uri=f"s3://{bucket}/{prefix}", endpoint_url=endpoint)
-    return Backend("s3", settings, S3Storage(settings, client=client), put, get, keys, version)
+    return Backend(name="s3", settings=settings, storage=S3Storage(settings, client=client), put=put, get=get,
+                   stored_keys=keys, version=version)
