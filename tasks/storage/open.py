@@ -10,7 +10,8 @@ from stormwatch.tasks.storage.protocol import Storage, StorageSettings
 def open_storage(settings: StorageSettings) -> Storage:
     """A new backend for ``settings.uri``: :class:`S3Storage` for ``s3://``, else :class:`LocalStorage`."""
     if settings.scheme == "s3":
-        from stormwatch.tasks.storage.s3 import S3Storage  # boto3 is slow to import (bench/README.md, cli_bench.py)
+        # boto3 is slow to import and local runs never need it (see bench/README.md, cli_bench.py)
+        from stormwatch.tasks.storage.s3 import S3Storage
 
         return S3Storage(settings)
     from stormwatch.tasks.storage.local import LocalStorage
