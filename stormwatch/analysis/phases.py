@@ -90,6 +90,16 @@ def _plain_int(value: Any) -> TypeGuard[int]:
 BoundaryRow = tuple[Any, Any, int, int, Any]
 
 
+def _closed(scope: Boundary, session_id: str, rank: int, *, end_ns: int, closed_by: Boundary | None = None,
+            synthetic_end: bool = False) -> PhaseSpan:
+    """The span of an opened ``scope`` ending at ``end_ns``; its thread and scope come from the boundary
+    that ``closed_by`` it (the reference's choice), else, for a phase never closed, from its opening."""
+    thread = closed_by or scope
+    return PhaseSpan(session_id=session_id, rank=rank, thread_id=thread.thread_id, thread_name=thread.thread_name,
+                     scope_id=thread.scope_id, path=scope.path, start_ns=scope.timestamp_ns, end_ns=end_ns,
+                     sequence=scope.sequence, synthetic_end=synthetic_end)
+
+
 def replay_rows(
     rows: Iterable[BoundaryRow], last_ns: Callable[[str, int], int]
 ) -> dict[tuple[str, int], list[PhaseSpan]]:
@@ -117,36 +127,13 @@ def replay_rows(
         opened = stack.pop()
         if not stack:
             del stacks[key]
-        spans.setdefault((session_id, rank), []).append(
-            PhaseSpan(
-                session_id=session_id,
-                rank=rank,
-                thread_id=boundary.thread_id,
-                thread_name=boundary.thread_name,
-                scope_id=boundary.scope_id,
-                path=opened.path,
-                start_ns=opened.timestamp_ns,
-                end_ns=stamp,
-                sequence=opened.sequence,
-            )
-        )
+        spans.setdefault((session_id, rank), []).append(_closed(opened, session_id, rank, end_ns=stamp,
+                                                                 closed_by=boundary))
     for (session_id, rank, _), stack in stacks.items():
         end = last_ns(session_id, rank)
         for scope in stack:
             spans.setdefault((session_id, rank), []).append(
-                PhaseSpan(
-                    session_id=session_id,
-                    rank=rank,
-                    thread_id=scope.thread_id,
-                    thread_name=scope.thread_name,
-                    scope_id=scope.scope_id,
-                    path=scope.path,
-                    start_ns=scope.timestamp_ns,
-                    end_ns=end,
-                    sequence=scope.sequence,
-                    synthetic_end=True,
-                )
-            )
+                _closed(scope, session_id, rank, end_ns=end, synthetic_end=True))
     return {key: sorted(values, key=lambda s: (s.start_ns, s.end_ns)) for key, values in spans.items()}
 
 
