@@ -42,7 +42,7 @@ Per shape, one row:
                per file (csv), orjson.loads of each whole file (json; bundle timeline + manifest)
   check        the model's rows and indicators against the reference's (model_bench.compare_models,
                details text excluded); reported on its own line, not a target: on csv stormwatch
-               recovers the Python-literal metadata (ast.literal_eval, stormwatch/formats/csv_export.py)
+               recovers the Python-literal metadata (ast.literal_eval, src/stormwatch/formats/csv_export.py)
                that 0.3.5 drops (json.loads fails, metadata {}), so it finds phase paths the
                reference cannot
 Warm, floor and cold take turns in every round, so a busy spell of the shared machine hits all.

@@ -1,7 +1,7 @@
 """Import boundaries, read from the source with ``ast`` (nothing is imported).
 
 Each source folder is named by the module it installs as (setup.py's package_dir): the
-engine ``stormwatch/`` stays free of the pipeline and of Prefect, AWS, HTTP and templating, and
+engine ``src/stormwatch/`` stays free of the pipeline and of Prefect, AWS, HTTP and templating, and
 its alerting logic (``stormwatch.alerting``) of every network and mail module besides;
 ``tasks/`` never reaches up into the flows, ``reports/`` into tasks or flows; nothing
 imports a bare top-level ``tasks``, ``flows`` or ``reports`` (such a package is the user's
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Source folder -> the module it installs as (setup.py: packages and package_dir).
 SOURCE_FOLDERS = {
-    "stormwatch": "stormwatch",
+    "src/stormwatch": "stormwatch",
     "tasks": "stormwatch.tasks",
     "flows": "stormwatch.flows",
     "reports": "stormwatch.reports",
@@ -71,9 +71,9 @@ class Rule:
 
 
 RULES = (
-    Rule("the engine is pure", ("stormwatch",),
+    Rule("the engine is pure", ("src/stormwatch",),
          (*PIPELINE, "prefect", "prefect_dask", "dask", "distributed", "boto3", "botocore", "jinja2", "httpx")),
-    Rule("alerting decides, never sends", ("stormwatch",), (*PIPELINE, *NETWORK), under=ALERTING),
+    Rule("alerting decides, never sends", ("src/stormwatch",), (*PIPELINE, *NETWORK), under=ALERTING),
     Rule("tasks never import flows", ("tasks",), ("stormwatch.flows",)),
     Rule("reports never import tasks or flows", ("reports",), ("stormwatch.tasks", "stormwatch.flows")),
     Rule("nobody imports a bare top-level tasks, flows or reports", (*SOURCE_FOLDERS, *OTHER_FOLDERS), BARE),
@@ -240,12 +240,13 @@ def modules() -> dict[str, list[Module]]:
 
 def test_source_folders_are_those_setup_py_installs() -> None:
     setup = ast.parse((ROOT / "setup.py").read_text())
-    folders = next(
-        ast.literal_eval(node.value)
-        for node in setup.body
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PIPELINE_FOLDERS" for t in node.targets)
-    )
-    assert {folder: f"stormwatch.{folder}" for folder in folders} | {"stormwatch": "stormwatch"} == SOURCE_FOLDERS
+    constants = {
+        target.id: ast.literal_eval(node.value)
+        for node in setup.body if isinstance(node, ast.Assign)
+        for target in node.targets if isinstance(target, ast.Name) and target.id in ("ENGINE", "PIPELINE_FOLDERS")
+    }
+    installed = {folder: f"stormwatch.{folder}" for folder in constants["PIPELINE_FOLDERS"]}
+    assert {constants["ENGINE"]: "stormwatch", **installed} == SOURCE_FOLDERS
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[rule.name for rule in RULES])
@@ -264,14 +265,16 @@ def test_no_import_cycles(modules: dict[str, list[Module]]) -> None:
 # --- the checker itself catches what it should ------------------------------------------------
 
 FIXTURE_TREE = {
-    "stormwatch/__init__.py": "",
-    "stormwatch/a.py": "from stormwatch import b\n",
-    "stormwatch/b.py": "import stormwatch.c\n",
-    "stormwatch/c.py": "from . import a\n\ndef later():\n    import prefect\n",
-    "stormwatch/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from stormwatch import e\n",
-    "stormwatch/e.py": "from stormwatch import d\nimport importlib\nimportlib.import_module('httpx')\n",
-    "stormwatch/alerting/__init__.py": "",
-    "stormwatch/alerting/s.py": "import smtplib\nfrom urllib.parse import quote\n\ndef f():\n  import urllib.request\n",
+    "src/stormwatch/__init__.py": "",
+    "src/stormwatch/a.py": "from stormwatch import b\n",
+    "src/stormwatch/b.py": "import stormwatch.c\n",
+    "src/stormwatch/c.py": "from . import a\n\ndef later():\n    import prefect\n",
+    "src/stormwatch/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from stormwatch import e\n",
+    "src/stormwatch/e.py": "from stormwatch import d\nimport importlib\nimportlib.import_module('httpx')\n",
+    "src/stormwatch/alerting/__init__.py": "",
+    "src/stormwatch/alerting/s.py": (
+        "import smtplib\nfrom urllib.parse import quote\n\ndef f():\n  import urllib.request\n"
+    ),
     "tasks/__init__.py": "",
     "tasks/t.py": "from stormwatch.flows import f\n",
     "reports/__init__.py": "",
@@ -289,12 +292,12 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path: Path) -> None:
     found = {rule.name: violations(rule, modules, tmp_path) for rule in RULES}
     assert found == {
         "the engine is pure": [
-            "stormwatch/c.py:4: stormwatch.c imports prefect",
-            "stormwatch/e.py:3: stormwatch.e imports httpx",
+            "src/stormwatch/c.py:4: stormwatch.c imports prefect",
+            "src/stormwatch/e.py:3: stormwatch.e imports httpx",
         ],
         "alerting decides, never sends": [
-            "stormwatch/alerting/s.py:1: stormwatch.alerting.s imports smtplib",
-            "stormwatch/alerting/s.py:5: stormwatch.alerting.s imports urllib.request",
+            "src/stormwatch/alerting/s.py:1: stormwatch.alerting.s imports smtplib",
+            "src/stormwatch/alerting/s.py:5: stormwatch.alerting.s imports urllib.request",
         ],
         "tasks never import flows": ["tasks/t.py:1: stormwatch.tasks.t imports stormwatch.flows"],
         "reports never import tasks or flows": ["reports/r.py:1: stormwatch.reports.r imports stormwatch.tasks"],

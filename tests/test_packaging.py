@@ -5,10 +5,12 @@ The wheel is built offline from a copy of the sources (``pip wheel --no-deps
 --no-build-isolation --no-index``; building in the repo would race other runs over
 ``build/``). The venv gets the wheel only (``pip install --no-deps --no-index``); its
 dependencies are this environment's site-packages folders, listed as plain paths in a
-``.pth`` file. Not ``--system-site-packages``: that would also run this environment's
-``__editable__...pth``, whose meta-path finder serves ``stormwatch.*`` modules from the repo
-whenever the installed copy lacks one, hiding exactly the packaging mistakes tested here
-(plain path lines in a ``.pth`` add folders without running their ``.pth`` files).
+``.pth`` file. Not ``--system-site-packages``: that would also read this environment's
+``__editable__...pth``, which puts the editable install's link tree (or, for a lenient install,
+a meta-path finder) on the path, serving ``stormwatch.*`` modules from the repo whenever the
+installed copy lacks one and hiding exactly the packaging mistakes tested here (plain path lines
+in a ``.pth`` add folders without reading the ``.pth`` files in them). The listed folders are
+only the dependencies' site-packages, never the editable install's ``build/__editable__...``.
 
 Building a wheel offline needs setuptools >= 70.1 (or the ``wheel`` package) in this
 environment, as the test extras install; without it the test skips, unless CI is set.
@@ -27,6 +29,7 @@ import sysconfig
 import venv
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -54,17 +57,26 @@ print(json.dumps({
 """
 
 
-def pipeline_folders() -> tuple[str, ...]:
+def _setup_constant(name: str) -> Any:
     for node in ast.parse((ROOT / "setup.py").read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PIPELINE_FOLDERS" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise AssertionError("setup.py defines no PIPELINE_FOLDERS")
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"setup.py defines no {name}")
+
+
+def pipeline_folders() -> tuple[str, ...]:
+    return tuple(_setup_constant("PIPELINE_FOLDERS"))
+
+
+def engine_folder() -> str:
+    """The engine's folder, ``src/stormwatch``: never ``stormwatch`` at the repo root (see setup.py)."""
+    return str(_setup_constant("ENGINE"))
 
 
 def source_files() -> dict[str, Path]:
     """Installed path (``stormwatch/tasks/retry.py``) -> the repo's file, for every module and template."""
     out = {}
-    for folder, installed in [(PACKAGE, PACKAGE), *((f, f"{PACKAGE}/{f}") for f in pipeline_folders())]:
+    for folder, installed in [(engine_folder(), PACKAGE), *((f, f"{PACKAGE}/{f}") for f in pipeline_folders())]:
         for path in (ROOT / folder).rglob("*"):
             relative = path.relative_to(ROOT / folder)
             wanted = path.suffix == ".py" or relative.parts[0] == "templates"
@@ -91,18 +103,23 @@ def _run(
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def _copy_sources(source: Path) -> Path:
+    """What a build reads, copied to ``source`` (building in the repo would race other runs over build/)."""
+    source.mkdir()
+    for name in BUILD_FILES:
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, source / name)
+    for folder in (engine_folder(), *pipeline_folders()):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return source
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not CAN_BUILD:
         pytest.fail(f"CI is set: {CANNOT_BUILD}")
     work = tmp_path_factory.mktemp("wheel")
-    source = work / "src"
-    source.mkdir()
-    for name in BUILD_FILES:
-        if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, source / name)
-    for folder in (PACKAGE, *pipeline_folders()):
-        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    source = _copy_sources(work / "checkout")
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                   "-q", "-w", str(work / "dist"), str(source)], cwd=work, env=_clean_env())
     assert built.returncode == 0, built.stdout + built.stderr
@@ -137,6 +154,46 @@ def decoy_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"raise RuntimeError('the user\\'s own top-level {name!s} package was imported')\n"
         )
     return folder
+
+
+def test_no_folder_at_the_root_hides_the_installed_package() -> None:
+    """``python -m pytest``, mypy and editors put the repo root first on their path: a ``stormwatch/``
+    there would be the whole package to them, without stormwatch.tasks, .flows and .reports."""
+    assert not (ROOT / PACKAGE).exists()
+    assert engine_folder() != PACKAGE
+
+
+def test_a_plain_editable_install_is_a_strict_link_tree(tmp_path: Path) -> None:
+    """``pip install -e .`` (no config settings) puts a link tree of the installed layout on sys.path
+    with a plain ``.pth`` line, which static tools follow, and no import hook (setup.py)."""
+    if not CAN_BUILD:
+        pytest.fail(f"CI is set: {CANNOT_BUILD}")
+    source = _copy_sources(tmp_path / "checkout")
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_editable(sys.argv[1]))"
+    built = _run([sys.executable, "-c", build, str(tmp_path / "dist")], cwd=source, env=_clean_env())
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / "dist" / built.stdout.split()[-1]) as archive:
+        (text,) = [archive.read(name).decode() for name in archive.namelist() if name.endswith(".pth")]
+    (line,) = text.split()  # one folder, no `import` line
+    tree = Path(line)
+    assert tree.parent == (source / "build").resolve() and tree.name.startswith(f"__editable__.{PACKAGE}-"), text
+    linked = {path.relative_to(tree).as_posix(): path for path in tree.rglob("*") if path.is_file()}
+    assert sorted(set(source_files()) - set(linked)) == []
+    assert linked[f"{PACKAGE}/tasks/retry.py"].resolve() == (source / "tasks" / "retry.py").resolve()
+
+
+def test_the_editable_install_of_this_checkout_is_current() -> None:
+    """A strict editable install links the files that existed when it was made: a module added
+    since is missing to Python and mypy alike (mypy skips it silently), one removed is a dead link."""
+    trees = [Path(entry) for entry in sys.path
+             if Path(entry).parent == ROOT / "build" and Path(entry).name.startswith(f"__editable__.{PACKAGE}-")]
+    if not trees:
+        pytest.skip("no strict editable install of this checkout on sys.path")
+    (tree,) = trees
+    links = {path.relative_to(tree).as_posix(): path for path in tree.rglob("*") if path.is_symlink() or path.is_file()}
+    missing = sorted(set(source_files()) - set(links))
+    dead = sorted(name for name, path in links.items() if not path.exists())
+    assert not missing and not dead, f"run `pip install -e .` again: new {missing}, removed {dead}"
 
 
 def test_the_wheel_holds_one_top_level_package_with_every_module_and_template(wheel: Path) -> None:

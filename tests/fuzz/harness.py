@@ -46,7 +46,7 @@ _MODE_WEIGHTS = (6, 3, 2)
 _ATTEMPTS = 8  # a mutation that finds nothing to edit is retried with fresh random numbers
 _SYNTHETIC_SOURCE = "stormlog.diagnostics.distributed"  # rank-group sessions repeat other sessions' events
 _REPO = Path(__file__).resolve().parents[2]
-_ENGINE_DIRS = tuple(str(_REPO / name) for name in ("stormwatch", "reports"))
+_ENGINE_DIRS = tuple(str(_REPO / name) for name in ("src/stormwatch", "reports"))
 
 
 @dataclass(frozen=True)
@@ -168,11 +168,13 @@ def baseline(shape: Shape, mode: str) -> int:
 
 
 def _where(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(_ENGINE_DIRS)]
+    # resolved: a strict editable install runs the repo's files through links under build/
+    frames = [(f, Path(f.filename).resolve()) for f in traceback.extract_tb(exc.__traceback__)]
+    frames = [(f, path) for f, path in frames if str(path).startswith(_ENGINE_DIRS)]
     if not frames:
         return ""
-    frame = frames[-1]
-    return f"{Path(frame.filename).relative_to(_REPO)}:{frame.name}:{frame.lineno}"
+    frame, path = frames[-1]
+    return f"{path.relative_to(_REPO)}:{frame.name}:{frame.lineno}"
 
 
 def failure_of(kind: str, exc: BaseException) -> Failure:

@@ -51,9 +51,12 @@ def new_failures(outcome: Outcome) -> list[Failure]:
 
 def known_exception(exc: BaseException) -> Known | None:
     """The known crash an exception raised by the loader is, if any (for the property tests)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(_REPO / "stormwatch"))]
+    # resolved: a strict editable install runs the repo's files through links under build/
+    frames = [(f, Path(f.filename).resolve()) for f in traceback.extract_tb(exc.__traceback__)]
+    frames = [(f, path) for f, path in frames if path.is_relative_to(_REPO / "src" / "stormwatch")]
     if not frames:
         return None
-    where = f"{Path(frames[-1].filename).relative_to(_REPO)}:{frames[-1].name}"
+    frame, path = frames[-1]
+    where = f"{path.relative_to(_REPO)}:{frame.name}"
     text = f"{type(exc).__name__}: {exc}"
     return next((k for k in KNOWN if k.kind == "crash" and where.startswith(k.where) and k.detail in text), None)

@@ -237,7 +237,7 @@ def test_bad_bundle_manifest_is_named(tmp_path: Path) -> None:
     _assert_reported(_load(files), "bundle/manifest.json", total=3)
 
 
-# --- fixed in stormwatch/modeljson.py -------------------------------------------------------
+# --- fixed in src/stormwatch/modeljson.py -------------------------------------------------------
 
 def _rendered(files: Mapping[str, bytes]) -> dict:
     diagnosis = diagnose(MemoryTree(dict(files), name=ROOT), job_id="fuzz", source_name="fuzz")
