@@ -8,8 +8,8 @@ the flow's task runner (threads by default, a Dask cluster when asked), their jo
 on the engine's worker processes (:mod:`stormwatch.tasks.engine_pool`); fleet.json,
 fleet.parquet and index.html; link artifacts; notifications for critical first causes.
 The whole run holds the storage's audit lease (:mod:`stormwatch.tasks.storage.lease`):
-a second audit started meanwhile returns at once, so outputs are never written, nor
-notifications sent, twice. A job that fails is recorded as failed with its error; the
+a second audit started meanwhile returns at once with exit code 1, so outputs are never
+written, nor notifications sent, twice. A job that fails is recorded as failed with its error; the
 others go on.
 """
 
@@ -44,7 +44,7 @@ from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import UnchangedJob, notify_task
 from stormwatch.tasks.plan import AuditPlan, plan_audit
 from stormwatch.tasks.publish import publish_fleet_task
-from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire, default_owner, holder
+from stormwatch.tasks.storage.lease import AUDIT_LEASE, LeaseRecord, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings, report_html_key
 
@@ -215,6 +215,14 @@ def audit_jobs(
     return AuditRun(rows=rows, outcomes=outcomes, plan=plan, sections=sections)
 
 
+def lease_message(busy: LeaseRecord | None) -> str:
+    """Why an audit did not run: who holds the lease, until when, and how it ends."""
+    if busy is None:
+        return "another audit holds the lease (released just now: run again)"
+    return (f"another audit holds the lease {busy.describe()}; it ends by then if that audit is gone, "
+            "or run `stormwatch audit --break-lease`")
+
+
 @flow(name="nightly-audit", log_prints=False)
 def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, Any]:
     """Audit every job under ``params.storage`` (a folder or ``s3://bucket/prefix``); ``progress``: a
@@ -225,11 +233,10 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
     notify = notify_settings(params, digest=params.digest)
     lease = acquire(storage_for(settings), name=AUDIT_LEASE, owner=default_owner("nightly-audit"))
     if lease is None:  # another audit is at work on this storage: do nothing, never wait
-        busy = holder(storage_for(settings), name=AUDIT_LEASE)
-        message = f"another audit holds the lease {busy.describe() if busy else '(released just now)'}"
-        logger.warning("not auditing: %s", message)
+        message = lease_message(holder(storage_for(settings), name=AUDIT_LEASE))
+        logger.error("not auditing: %s", message)
         result = summarise([], fleet_document([], generated_at=datetime.now(UTC), storage=params.storage))
-        return {**result, "lease": message}
+        return {**result, "exit_code": int(ExitCode.ERROR), "lease": message}
     try:
         with lease.kept_alive():
             done = audit_jobs(settings, params, options, progress=progress)

@@ -4,7 +4,8 @@ Each checks its flags and its storage before Prefect is imported (:mod:`stormwat
 a refusal is one line, in seconds), then puts Prefect's settings in place
 (:mod:`stormwatch.flows.prefect_env`) and says so when a temporary Prefect server must start.
 ``audit`` runs the nightly-audit flow once and exits 3 when any job has a finding at or above
-``--fail-on``; ``serve`` (:mod:`stormwatch.flows.serve_cmd`) serves the nightly-audit deployment on
+``--fail-on``, 1 when another audit holds the storage's lease (``--break-lease`` first ends a lease
+whose holder is gone); ``serve`` (:mod:`stormwatch.flows.serve_cmd`) serves the nightly-audit deployment on
 a cron schedule and post-job on demand; ``post-job`` (:mod:`stormwatch.flows.post_job_cmd`) runs
 the post-job flow for one job and exits with its verdict's code.
 """
@@ -12,9 +13,11 @@ the post-job flow for one job and exits with its verdict's code.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from stormwatch.flows import post_job_cmd, prefect_env, serve_cmd
+from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job_cmd import print_notifications
 from stormwatch.flows.preflight import PreflightError, Purpose, check_prefect_api, parameters, refuse, survey
 from stormwatch.flows.run_options import (
@@ -38,6 +41,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     audit = commands.add_parser("audit", help="diagnose every changed job under a storage root (Prefect flow)")
     storage_arguments(audit)
     run_arguments(audit, batches=True)
+    audit.add_argument("--break-lease", action="store_true",
+                       help="first end the storage's audit lease if its holder is gone (expired, not running on "
+                            "this host, or not renewed while watched for up to a minute); a live one is left "
+                            "alone and the command exits 1")
     audit.set_defaults(run=run_audit)
     serve_cmd.add_parser(commands)
     post_job_cmd.add_parser(commands)
@@ -45,7 +52,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 def print_audit(result: dict[str, Any]) -> None:
     if result.get("lease"):
-        print(f"nothing done: {result['lease']}")
+        print(f"error: not audited: {result['lease']}", file=sys.stderr)
         return
     summary = result["summary"]
     print(f"audited {summary['jobs']} jobs: {summary[JobStatus.DIAGNOSED]} diagnosed, "
@@ -61,6 +68,17 @@ def print_audit(result: dict[str, Any]) -> None:
         print(f"  index: {result['index']}")
 
 
+def break_held_lease(params: AuditParameters) -> bool:
+    """``--break-lease``: one line on what was done; False when a live audit holds the lease."""
+    from stormwatch.tasks.storage.lease_break import BreakOutcome, break_lease
+    from stormwatch.tasks.storage.open import storage_for
+
+    result = break_lease(storage_for(params.storage_settings()))
+    alive = result.outcome is BreakOutcome.ALIVE
+    print(("error: " if alive else "") + result.message, file=sys.stderr if alive else sys.stdout)
+    return not alive
+
+
 def run_audit(args: argparse.Namespace) -> int:
     try:
         params = parameters(args)
@@ -72,6 +90,8 @@ def run_audit(args: argparse.Namespace) -> int:
     if not found.job_count:
         print(f"no jobs yet under {found.jobs}")
         return ExitCode.CLEAN
+    if args.break_lease and not break_held_lease(params):
+        return ExitCode.ERROR
     prefect_env.configure(verbose=args.verbose)
     hand_secrets_to_environment(args)
     engine_pool.prestart(params.engine_settings())  # the engine's imports overlap Prefect's, below

@@ -18,6 +18,12 @@ carry a fresh random token, and a store whose conditional writes are not atomic 
 concurrency (moto's server checks, then writes) cannot leave two holders who both saw
 their own bytes unless one stalls between check and write for a whole round trip of the other.
 Expiry uses each host's clock: keep ``ttl_s`` far above the clock skew between hosts.
+
+A lease lives :data:`DEFAULT_TTL_S` (two minutes) and its holder renews it every third of that
+while it runs, so a killed holder's lease ends within two minutes. Sooner when the holder is
+known to be gone: a lease whose ``host`` is this host and whose ``pid`` is no longer running is
+taken over at once (:func:`holder_gone`); ``stormwatch audit --break-lease`` also ends one
+that is not renewed while it watches (:mod:`stormwatch.tasks.storage.lease_break`).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from stormwatch.tasks.storage.protocol import LOCKS_FOLDER, Storage
 log = logging.getLogger(__name__)
 
 AUDIT_LEASE = "audit"
-DEFAULT_TTL_S = 1800.0
+DEFAULT_TTL_S = 120.0  # a killed holder blocks the next audit at most this long
 _ROUNDS = 3  # create / take-over attempts before acquire gives up on a contended lease
 
 Clock = Callable[[], datetime]
@@ -66,33 +72,69 @@ def lease_key(name: str) -> str:
 
 def default_owner(label: str) -> str:
     """Who holds a lease, for people reading it: ``<label> on <host> pid <pid>``."""
-    return f"{label} on {socket.gethostname()} pid {os.getpid()}"
+    return f"{label} on {this_host()} pid {os.getpid()}"
 
 
-@dataclass(frozen=True)
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one we may not signal still exists)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True, kw_only=True)
 class LeaseRecord:
-    """The lease document; ``token`` is random per acquisition, times are timezone-aware UTC."""
+    """The lease document; ``token`` is random per acquisition, times are timezone-aware UTC.
+    ``host`` and ``pid`` say where the holder runs (None in leases written before they were
+    recorded); ``renewed_at`` is the holder's last renewal (its acquisition at first)."""
 
     owner: str
     token: str
     acquired_at: datetime
     expires_at: datetime
+    host: str | None = None
+    pid: int | None = None
+    renewed_at: datetime | None = None
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps({"owner": self.owner, "token": self.token,
-                             "acquired_at": self.acquired_at.isoformat(), "expires_at": self.expires_at.isoformat()})
+        document: dict[str, object] = {"owner": self.owner, "token": self.token,
+                                       "acquired_at": self.acquired_at.isoformat(),
+                                       "expires_at": self.expires_at.isoformat()}
+        if self.host is not None:
+            document["host"] = self.host
+        if self.pid is not None:
+            document["pid"] = self.pid
+        if self.renewed_at is not None:
+            document["renewed_at"] = self.renewed_at.isoformat()
+        return orjson.dumps(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LeaseRecord | None:
         """The record, or ``None`` when ``data`` is not a lease document (then it counts as expired)."""
         try:
             document = orjson.loads(data)
-            record = cls(str(document["owner"]), str(document["token"]),
-                         datetime.fromisoformat(document["acquired_at"]),
-                         datetime.fromisoformat(document["expires_at"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            renewed = document.get("renewed_at")
+            pid = document.get("pid")
+            record = cls(owner=str(document["owner"]), token=str(document["token"]),
+                         acquired_at=datetime.fromisoformat(document["acquired_at"]),
+                         expires_at=datetime.fromisoformat(document["expires_at"]),
+                         host=None if document.get("host") is None else str(document["host"]),
+                         pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                         renewed_at=None if renewed is None else datetime.fromisoformat(renewed))
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
             return None
-        if record.expires_at.tzinfo is None or record.acquired_at.tzinfo is None:
+        stamps = (record.expires_at, record.acquired_at, record.renewed_at or record.acquired_at)
+        if any(stamp.tzinfo is None for stamp in stamps):
             return None
         return record
 
@@ -101,6 +143,13 @@ class LeaseRecord:
 
     def describe(self) -> str:
         return f"{self.owner} until {self.expires_at.astimezone(UTC).isoformat(timespec='seconds')}"
+
+
+def holder_gone(record: LeaseRecord, *, host: str | None = None) -> bool:
+    """Whether the holder is known to have ended: it ran on this host (``host``, default this
+    host's name) and its process is no longer running. Another host's holder is never known gone."""
+    here = this_host() if host is None else host
+    return record.host == here and record.pid is not None and record.pid != os.getpid() and not pid_running(record.pid)
 
 
 class Lease:
@@ -124,7 +173,8 @@ class Lease:
         with self._lock:
             if self._released:
                 raise LeaseLostError(f"lease {self.key} was released")
-            renewed = replace(self._record, expires_at=self._clock() + timedelta(seconds=self.ttl_s))
+            now = self._clock()
+            renewed = replace(self._record, expires_at=now + timedelta(seconds=self.ttl_s), renewed_at=now)
             body = renewed.to_bytes()
             written = self.storage.replace_report_if(self.key, body, version=self._version, content_type=MediaType.JSON)
             version = _confirmed(self.storage, self.key, body, written)
@@ -201,7 +251,8 @@ def acquire(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT
     for _ in range(_ROUNDS):
         now = clock()
         record = LeaseRecord(owner=owner or default_owner(name), token=uuid.uuid4().hex, acquired_at=now,
-                             expires_at=now + timedelta(seconds=ttl_s))
+                             expires_at=now + timedelta(seconds=ttl_s), host=this_host(), pid=os.getpid(),
+                             renewed_at=now)
         body = record.to_bytes()
         version = storage.create_report_exclusive(key, body, content_type=MediaType.JSON)
         if version is None:
@@ -210,15 +261,22 @@ def acquire(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT
                 continue  # released in between: create again
             if current[0] != body:
                 found = LeaseRecord.from_bytes(current[0])
-                if found is not None and not found.expired(now):
+                if found is not None and not found.expired(now) and not holder_gone(found):
                     return None
-                log.warning("taking over lease %s: %s", key,
-                            f"expired ({found.describe()})" if found else "not a lease document")
+                log.warning("taking over lease %s: %s", key, _why_free(found, now))
                 version = storage.replace_report_if(key, body, version=current[1], content_type=MediaType.JSON)
         version = _confirmed(storage, key, body, version)
         if version is not None:
             return Lease(storage, key, record, version, ttl_s=ttl_s, clock=clock)
     return None
+
+
+def _why_free(found: LeaseRecord | None, now: datetime) -> str:
+    if found is None:
+        return "not a lease document"
+    if found.expired(now):
+        return f"expired ({found.describe()})"
+    return f"its holder {found.owner} is no longer running"
 
 
 def acquire_waiting(storage: Storage, *, name: str = AUDIT_LEASE, ttl_s: float = DEFAULT_TTL_S,

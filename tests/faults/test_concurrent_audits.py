@@ -85,7 +85,7 @@ def test_two_audits_at_once_one_works_and_each_finding_is_sent_once(
     busy = [result for result in results if "lease" in result]
     worked = [result for result in results if "lease" not in result]
     assert len(busy) == 1 and len(worked) == 1
-    assert busy[0]["exit_code"] == 0 and busy[0]["summary"]["jobs"] == 0
+    assert busy[0]["exit_code"] == 1 and busy[0]["summary"]["jobs"] == 0  # never mistaken for success
     assert "another audit holds the lease nightly-audit on " in busy[0]["lease"]
     assert worked[0]["summary"]["diagnosed"] == len(FLEET_JOBS) and worked[0]["failed"] == []
 
@@ -111,7 +111,8 @@ def local(tmp_path: Path) -> Backend:
 
 
 def held_by(backend: Backend, owner: str, *, expires_at: datetime) -> LeaseRecord:
-    record = LeaseRecord(owner, "0" * 32, expires_at - timedelta(minutes=30), expires_at)
+    record = LeaseRecord(owner=owner, token="0" * 32, acquired_at=expires_at - timedelta(minutes=30),
+                         expires_at=expires_at)
     backend.put(LOCK, record.to_bytes())
     return record
 
@@ -124,8 +125,9 @@ def test_a_live_lease_is_respected_by_the_audit_and_by_post_job(backend: Backend
 
     result = audit(backend, fail_on="critical")
     stamp = until.isoformat(timespec="seconds")
-    assert result["exit_code"] == 0
-    assert result["lease"] == f"another audit holds the lease nightly-audit on other-host pid 7 until {stamp}"
+    assert result["exit_code"] == 1
+    assert result["lease"] == (f"another audit holds the lease nightly-audit on other-host pid 7 until {stamp}; it "
+                               "ends by then if that audit is gone, or run `stormwatch audit --break-lease`")
     single = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
                       endpoint_url=backend.settings.endpoint_url), lease_wait_s=0.3)
     assert single["exit_code"] == 1 and single["job"]["status"] == "failed"
