@@ -39,9 +39,10 @@ NOTIFICATIONS_KEY = "notifications.jsonl"
 ALERTS_KEY = "alerts.json"  # the alert state (stormwatch.tasks.notify.step)
 ROUTES_KEY = "routes.toml"  # notification routes kept in storage (stormwatch.tasks.notify.config_store)
 SILENCES_KEY = "silences.json"  # silences (stormwatch silence add/list/expire)
+SILENCES_BACKUP_KEY = "silences.last-good.json"  # the last silences.json that read (config_store)
 #: Names at the top of the report folder that are no job's: a job id equal to one is refused.
 FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY,
-                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, HISTORY_FOLDER})
+                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, SILENCES_BACKUP_KEY, HISTORY_FOLDER})
 LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (stormwatch.tasks.storage.lease), never a job id
 
 StorageScheme = Literal["file", "s3"]

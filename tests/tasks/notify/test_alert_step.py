@@ -13,7 +13,7 @@ import pytest
 
 from stormwatch.alerting.findings import JobFinding
 from stormwatch.alerting.policy import AlertPolicy
-from stormwatch.alerting.silences import Silence, SilenceMatcher, silence_id
+from stormwatch.alerting.silences import Silence, SilenceBook, SilenceMatcher, silence_id
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.notify.config_store import change_silences
 from stormwatch.tasks.notify.dispatch import notify_jobs
@@ -133,14 +133,42 @@ def test_a_silenced_alert_is_recorded_never_sent_and_sent_once_the_silence_ends(
     assert len(webhook.posts) == 2 and ledger(storage)[-1]["channels"]["slack"]["status"] == "sent"
 
 
-def test_a_malformed_silences_file_is_an_error_and_silences_nothing(storage: LocalStorage,
-                                                                   webhook: WebhookServer) -> None:
+def test_a_malformed_silences_file_without_a_good_copy_is_an_error_and_silences_nothing(
+        storage: LocalStorage, webhook: WebhookServer) -> None:
     storage.write_report("silences.json", b'{"version": 1, "silences": [\n{"id": "s-1", "matchers": []}\n]}',
                          content_type=MediaType.JSON)
     result = notify_step(storage, [finding("collective", "llama-8r-0142")], settings=settings(webhook), now=NOW)
     assert result["problems"] == ["reports/silences.json line 2: silence 1: matchers must be a non-empty list of "
-                                  "name=value strings"]
+                                  "name=value strings; no good copy was kept: no silence applies until it is fixed"]
     assert len(webhook.posts) == 1 and ledger(storage)[0]["type"] == "config"
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"version": 1, "silences": [', b"\x00\xff garbage"],
+                         ids=["zero bytes", "truncated", "garbage"])
+def test_a_damaged_silences_file_keeps_the_last_good_one_and_says_so_every_audit(
+        storage: LocalStorage, webhook: WebhookServer, damage: bytes) -> None:
+    held = silence("job=llama-*", until=NOW + timedelta(days=3))
+    change_silences(storage, lambda book: book.add(held))  # each write keeps a copy
+    good = storage.read_report("silences.json")
+    assert storage.read_report("silences.last-good.json") == good
+    storage.write_report("silences.json", damage, content_type=MediaType.JSON)
+    for night in range(2):
+        result = notify_step(storage, [finding("collective", f"llama-8r-01{night}")], settings=settings(webhook),
+                             now=NOW + timedelta(days=night))
+        (problem,) = result["problems"]
+        assert problem.startswith("reports/silences.json") and problem.endswith(
+            "; applying the last good copy reports/silences.last-good.json (1 silence) until it is fixed")
+    assert webhook.posts == []  # the silenced job is never paged because its file broke
+    assert storage.read_report("silences.json") == damage  # reported, never overwritten behind the user's back
+    assert storage.read_report("silences.last-good.json") == good
+
+
+def test_an_audit_backs_up_a_silences_file_that_reads(storage: LocalStorage, webhook: WebhookServer) -> None:
+    held = silence("job=llama-*", until=NOW + timedelta(days=3))
+    text = SilenceBook().add(held)[0].to_bytes()
+    storage.write_report("silences.json", text, content_type=MediaType.JSON)  # written by hand, no copy yet
+    notify_step(storage, [], settings=settings(webhook), now=NOW)
+    assert storage.read_report("silences.last-good.json") == text
 
 
 def test_an_audit_whose_claim_is_refused_sends_nothing(storage: LocalStorage, webhook: WebhookServer) -> None:
