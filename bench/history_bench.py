@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -28,13 +28,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the in-tree packages, tests included
 
 from stormwatch.diagnose import DiagnoseOptions, diagnose  # noqa: E402
-from stormwatch.history import JobNamePattern, find_regressions, find_suspects, history_rows, nightly_trends  # noqa: E402
+from stormwatch.history import JobNamePattern, find_regressions, find_suspects, nightly_trends  # noqa: E402
 from stormwatch.history.frame import ANALYTICS_COLUMNS  # noqa: E402
+from stormwatch.history.rows import history_rows  # noqa: E402
+from stormwatch.outputs.document import JobDocument  # noqa: E402
 from stormwatch.tasks.history import append_history, read_history  # noqa: E402
 from stormwatch.tasks.storage.open import open_storage  # noqa: E402
 from stormwatch.tasks.storage.protocol import Storage, StorageSettings  # noqa: E402
@@ -51,8 +51,8 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
     return time.perf_counter() - start, result
 
 
-def audit_documents(folder: Path, jobs: int, samples: int) -> list[dict[str, Any]]:
-    """``jobs`` parsed model.json documents: SHAPES real diagnoses (8 ranks, alerts on half) cloned."""
+def audit_documents(folder: Path, jobs: int, samples: int) -> list[JobDocument]:
+    """``jobs`` model.json documents: SHAPES real diagnoses (8 ranks, alerts on half) cloned."""
     shapes = []
     for index in range(SHAPES):
         job_id = f"shape-{index}-0001"
@@ -60,17 +60,12 @@ def audit_documents(folder: Path, jobs: int, samples: int) -> list[dict[str, Any
                              alerts=DEFAULT_ALERTS if index % 2 else ())
         result = diagnose([str(folder / job_id)], job_id=job_id, source_name=str(folder / job_id),
                           options=DiagnoseOptions(ranks="all"))
-        shapes.append(orjson.loads(result.model_json()))
-    documents = []
-    for index in range(jobs):
-        document = copy.deepcopy(shapes[index % SHAPES])
-        document["job_id"] = f"train-{index % 37:02d}-{index:04d}"
-        document["input_fingerprint"] = f"sha256:{index:064x}"
-        documents.append(document)
-    return documents
+        shapes.append(JobDocument.from_json(result.model_json(), name=f"{job_id}/model.json"))
+    return [dataclasses.replace(shapes[index % SHAPES], job_id=f"train-{index % 37:02d}-{index:04d}",
+                                input_fingerprint=f"sha256:{index:064x}") for index in range(jobs)]
 
 
-def append_seconds(storage: Storage, documents: list[dict[str, Any]], repeat: int) -> tuple[float, float, int]:
+def append_seconds(storage: Storage, documents: list[JobDocument], repeat: int) -> tuple[float, float, int]:
     """Median seconds of (rows from documents, append) over ``repeat`` audits, and the rows per audit."""
     rows_s, append_s = [], []
     count = 0
@@ -114,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         storage2 = open_storage(StorageSettings(uri=str(root / "store2")))
 
         documents = audit_documents(root / "jobs", args.jobs, args.samples)
-        bare = [{key: value for key, value in doc.items() if key != "fleet"} for doc in documents]
-        has_fleet = "fleet" in documents[0]
+        bare = [dataclasses.replace(doc, fleet=None) for doc in documents]
+        has_fleet = documents[0].fleet is not None
         print(f"1. history update of one {args.jobs}-job audit (8 ranks each, {args.samples} samples per rank), "
               f"local storage, median of {args.repeat}")
         budget = 0.05 * args.audit_seconds

@@ -27,7 +27,6 @@ from stormwatch.diagnose import DEFAULT_MAX_SESSIONS, DiagnoseOptions, default_j
 from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
 from stormwatch.flows.diagnose_summary import summary_lines, unknown_session_lines
 from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError
-from stormwatch.outputs.model_json import dumps_document
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.reports.jobattempts import PageNav
 from stormwatch.reports.render import render_job
@@ -96,14 +95,14 @@ def write_outputs(diagnosis: JobDiagnosis, out: Path) -> tuple[JobDiagnosis, lis
         folder = out.joinpath(*result.folder.split("/"))
         nav = PageNav.for_session(depth=len(result.folder.split("/")), attempt=labels.get(result.session_id))
         try:
-            _write_atomically(folder / "model.json", dumps_document(result.diagnosis.document))
+            _write_atomically(folder / "model.json", result.diagnosis.document.to_json())
             _write_atomically(folder / "report.html", render_job(result.diagnosis.document, nav=nav).encode("utf-8"))
         except OSError as exc:
             errors[result.session_id] = f"its outputs were not written: {type(exc).__name__}: {exc}"
     if diagnosis.sessions:
         written.append(out / "sessions")
     diagnosis = diagnosis.with_output_errors(errors)
-    _write_atomically(out / "model.json", dumps_document(diagnosis.document))
+    _write_atomically(out / "model.json", diagnosis.document.to_json())
     _write_atomically(out / "report.html", render_job(diagnosis.document).encode("utf-8"))
     return diagnosis, [out / "model.json", out / "report.html", *written]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
@@ -21,6 +20,7 @@ from stormwatch.diagnose import Diagnosis
 from stormwatch.diagnose_sessions import JobDiagnosis
 from stormwatch.events.sessions import SessionSummary
 from stormwatch.outputs.attempts import Attempt, oom_ranks, worst_attempt
+from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.verdict import VerdictStatus
 
 #: Warnings printed in full; the rest are counted (all of them are in model.json).
@@ -87,9 +87,9 @@ def headline(diagnosis: JobDiagnosis) -> str:
     return f"{diagnosis.job_id}: {verdict.status.value.upper()}{where}: {cause} (exit {int(verdict.exit_code)})"
 
 
-def warning_lines(document: dict[str, Any], model: DiagnosticsModel) -> list[str]:
+def warning_lines(document: JobDocument, model: DiagnosticsModel) -> list[str]:
     """The job's warnings (its own first, then the model's), the first :data:`SHOWN_WARNINGS` in full."""
-    warnings = [*document.get("warnings", ()), *(w for w in model.warnings if w not in document.get("warnings", ()))]
+    warnings = [*document.warnings, *(w for w in model.warnings if w not in document.warnings)]
     lines = [f"  warning         {warning}" for warning in warnings[:SHOWN_WARNINGS]]
     if len(warnings) > SHOWN_WARNINGS:
         lines.append(f"  warnings        {len(warnings) - SHOWN_WARNINGS} more (see model.json)")
@@ -102,8 +102,8 @@ def summary_lines(diagnosis: JobDiagnosis, written: Sequence[Path]) -> list[str]
     lines = [headline(diagnosis)]
     for item in diagnosis.attempts if len(diagnosis.attempts) > 1 else ():
         marks = "".join(mark for mark, on in ((" [shown]", item.default),
-                                              (" [verdict]", item.session_id == diagnosis.document.get(
-                                                  "worst_session"))) if on)
+                                              (" [verdict]", item.session_id == diagnosis.document.worst_session))
+                        if on)
         lines.append(f"  {item.describe()} - session {item.session_id}{marks}")
     if not diagnosis.attempts and diagnosis.group_count > 1:
         lines.append(f"  sessions        {diagnosis.group_count} attempts found; this is session "

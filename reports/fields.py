@@ -1,9 +1,9 @@
-"""Defensive readers of model.json / fleet.json values.
+"""Defensive readers of fleet.json and alerts.json values (and of telemetry's own: marker metadata).
 
-The documents may come from another engine version, be hand-edited or carry
-hostile telemetry, so a value of the wrong type reads as "absent" instead of
-raising. Sequences may be lists (parsed JSON) or tuples/arrays (an in-memory
-document that has not been through JSON yet).
+fleet.json may come from another engine version, be hand-edited or carry hostile
+telemetry, so a value of the wrong type reads as "absent" instead of raising. (A job
+page reads model.json as a typed :class:`~stormwatch.outputs.document.JobDocument`,
+validated when it is read.) Sequences may be lists or tuples/arrays.
 """
 
 from __future__ import annotations
@@ -28,19 +28,9 @@ def as_list(value: Any) -> list[Any]:
     return []
 
 
-def is_sequence(value: Any) -> bool:
-    return isinstance(value, list | tuple) or (isinstance(value, np.ndarray) and value.ndim == 1)
-
-
 def as_int(value: Any) -> int | None:
     """``value`` if it is an int (numpy ints included, bools not), else None."""
     if isinstance(value, bool | np.bool_):
         return None
     return int(value) if isinstance(value, int | np.integer) else None
 
-
-def rank_key(key: Any) -> int | None:
-    """A rank-keyed map's key (``"3"`` after JSON, ``3`` before) as an int; None for anything else."""
-    if isinstance(key, str) and key.strip().lstrip("-").isdigit():
-        return int(key)
-    return as_int(key)

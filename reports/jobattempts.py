@@ -1,12 +1,12 @@
 """A job's attempts on its report page (model.json's ``attempts``), and where a page sits.
 
-:func:`job_attempts` reads the ``attempts`` member defensively (a malformed entry is left out,
-never an exception): one :class:`AttemptView` per attempt in time order with its status, verdict,
-first cause and the link to its own report, a timeline (each attempt's span on one time axis, SVG
-geometry in viewBox units) and the OOMs of attempts other than the one the page details, which
-the page shows at the top. Session ids and signals are telemetry: plain text here, escaped by the
-template. Links are only ever ``sessions/<percent-encoded id>/report.html``, relative to the job's
-report folder; anything else in the document is not linked.
+:func:`job_attempts` reads the ``attempts`` member: one :class:`AttemptView` per attempt in time
+order with its status, verdict, first cause and the link to its own report, a timeline (each
+attempt's span on one time axis, SVG geometry in viewBox units) and the OOMs of attempts other than
+the one the page details, which the page shows at the top. Session ids and signals are telemetry:
+plain text here, escaped by the template. Links are only ever
+``sessions/<percent-encoded id>/report.html``, relative to the job's report folder; anything else
+in the document is not linked.
 
 :class:`PageNav` says where a page sits: the job's page links to the fleet index; a session's page
 (``<job>/sessions/<id>/report.html``) to the index, back to its job's page, and names its attempt.
@@ -15,17 +15,12 @@ report folder; anything else in the document is not linked.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from stormwatch.outputs.attempts import Attempt, AttemptStatus
-from stormwatch.outputs.verdict import VerdictStatus
-from stormwatch.reports.fields import as_list
+from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_duration_s, format_utc_ns
 
 SESSION_REPORT_HREF = re.compile(r"^sessions/[A-Za-z0-9._~%-]+/report\.html$")
-STATUSES = tuple(status.value for status in AttemptStatus)
-VERDICTS = tuple(status.value for status in VerdictStatus)
 TIMELINE_WIDTH = 1000.0  # viewBox units of the timeline's bar area
 OPEN_END_FRACTION = 0.01  # an attempt without an end is drawn this share of the axis long
 
@@ -51,8 +46,8 @@ class AttemptView:
     number: int
     of: int
     session_id: str
-    status: str  # one of STATUSES or "other" (a CSS class)
-    verdict: str  # one of VERDICTS, "none" (not diagnosed) or "other"
+    status: str  # an attempt status (a CSS class)
+    verdict: str  # a verdict status, or "none" (not diagnosed)
     cause: str
     started: str
     duration: str
@@ -90,25 +85,13 @@ def _href(value: str | None) -> str | None:
     return value if value is not None and SESSION_REPORT_HREF.match(value) else None
 
 
-def _parsed(document: Mapping[str, object]) -> list[Attempt]:
-    out = []
-    for item in as_list(document.get("attempts")):
-        if not isinstance(item, Mapping):
-            continue
-        try:
-            out.append(Attempt.from_json(item))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return sorted(out, key=lambda attempt: attempt.number)
-
-
-def job_attempts(document: Mapping[str, object]) -> JobAttempts:
+def job_attempts(document: JobDocument) -> JobAttempts:
     """The attempts view of a job document; empty when it has no ``attempts`` (a one-session document)."""
-    attempts = _parsed(document)
+    attempts = sorted((entry.attempt for entry in document.attempts or ()), key=lambda attempt: attempt.number)
     if not attempts:
         return JobAttempts(attempts=(), earlier_ooms=(), shown="", worst="", axis_start=NOT_AVAILABLE,
                            axis_end=NOT_AVAILABLE)
-    worst_id = document.get("worst_session")
+    worst_id = document.worst_session
     starts = [attempt.started_at_ns for attempt in attempts]
     ends = [attempt.ended_at_ns for attempt in attempts if attempt.ended_at_ns is not None]
     axis_start, axis_end = min(starts), max([*starts, *ends])
@@ -124,7 +107,7 @@ def job_attempts(document: Mapping[str, object]) -> JobAttempts:
         ranks = NOT_AVAILABLE if present is None else f"{present} / {expected}"
         views.append(AttemptView(
             number=attempt.number, of=attempt.of, session_id=attempt.session_id,
-            status=attempt.status.value if attempt.status.value in STATUSES else "other",
+            status=attempt.status.value,
             verdict="none" if attempt.verdict is None else attempt.verdict.value,
             cause=attempt.cause_text(), started=format_utc_ns(attempt.started_at_ns), duration=duration, ranks=ranks,
             href=_href(attempt.report), error=attempt.error or "", shown=attempt.default,

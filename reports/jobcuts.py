@@ -1,18 +1,17 @@
 """Files that end mid-record, for the first screen of a job's report (model.json's ``cut_short``).
 
 One :class:`CutShortView` per entry of the document's top-level ``cut_short`` (see
-:mod:`stormwatch.outputs.cut_short`), read defensively: an entry that is not an object is left out,
-a value of the wrong type reads as absent. File names and session ids are telemetry: plain text
-here, escaped by the template. A document written before the member existed shows nothing.
+:mod:`stormwatch.outputs.cut_short`). File names and session ids are telemetry: plain text here,
+escaped by the template. A document written before the member existed shows nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from stormwatch.reports.fields import as_int, as_list
+from stormwatch.outputs.cut_short import CutShortEntry
+from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.formatting import format_bytes
 
 #: Files named on the first screen; the rest are counted there (the Warnings section has every one).
@@ -38,44 +37,32 @@ class JobCuts:
     more: int  # files beyond :data:`MAX_SHOWN`
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _attempt_names(document: JobDocument) -> dict[str, str]:
+    return {entry.attempt.session_id: f"attempt {entry.attempt.number} of {entry.attempt.of}"
+            for entry in document.attempts or ()}
 
 
-def _attempt_names(document: Mapping[str, Any]) -> dict[str, str]:
-    names = {}
-    for item in as_list(document.get("attempts")):
-        if isinstance(item, Mapping) and isinstance(item.get("session_id"), str):
-            number, of = as_int(item.get("attempt")), as_int(item.get("of"))
-            if number is not None and of is not None:
-                names[item["session_id"]] = f"attempt {number} of {of}"
-    return names
-
-
-def _view(item: Mapping[str, Any], *, selected: Any, attempts: Mapping[str, str]) -> CutShortView:
-    group = item.get("session_group")
-    at_s = _number(item.get("at_s"))
+def _view(item: CutShortEntry, *, selected: str | None, attempts: Mapping[str, str]) -> CutShortView:
+    group = item.session_group
     session = ""
-    if at_s is None:
-        when = "before its first complete record" if item.get("last_event_ns") is None else "after its last record"
+    if item.at_s is None:
+        when = "before its first complete record" if item.last_event_ns is None else "after its last record"
     elif group == selected:
-        when = f"{at_s:.1f} s into the job"
+        when = f"{item.at_s:.1f} s into the job"
     else:
-        session = str(group) if isinstance(group, str) else ""
-        when = f"{at_s:.1f} s into {attempts.get(session) or 'another session'}"
-    dropped = as_int(item.get("dropped_bytes"))
+        session = group or ""
+        when = f"{item.at_s:.1f} s into {attempts.get(session) or 'another session'}"
     return CutShortView(
-        rank=as_int(item.get("rank")),
-        file=str(item.get("file") or item.get("source") or "a file"),
+        rank=item.rank,
+        file=item.file or item.source or "a file",
         when=when,
         session=session,
-        dropped=format_bytes(dropped) if dropped else "",
+        dropped=format_bytes(item.dropped_bytes) if item.dropped_bytes else "",
     )
 
 
-def job_cuts(document: Mapping[str, Any]) -> JobCuts:
+def job_cuts(document: JobDocument) -> JobCuts:
     """The cut-short files of a job document, in its order; empty when it has none."""
-    items = [item for item in as_list(document.get("cut_short")) if isinstance(item, Mapping)]
     attempts = _attempt_names(document)
-    views = tuple(_view(item, selected=document.get("selected_session_id"), attempts=attempts) for item in items)
+    views = tuple(_view(item, selected=document.selected_session_id, attempts=attempts) for item in document.cut_short)
     return JobCuts(views[:MAX_SHOWN], max(0, len(views) - MAX_SHOWN))

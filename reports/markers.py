@@ -1,9 +1,9 @@
 """model.json timeline markers as chart marks and event-table rows.
 
-``model.markers_by_rank`` maps a rank (string key) to stormlog ``TimelineMarker``
-dicts: points (alerts, OOM, collector, lifecycle; ``end_ns`` null) and phase
-intervals. Labels and metadata are telemetry: kept as plain text here, escaped by
-the templates. ``kind``/``severity`` become CSS classes, so only known values pass.
+``model.markers_by_rank`` maps a rank to stormlog ``TimelineMarker`` records: points
+(alerts, OOM, collector, lifecycle; ``end_ns`` None) and phase intervals. Labels and
+metadata are telemetry: kept as plain text here, escaped by the templates.
+``kind``/``severity`` become CSS classes, so only known values pass.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any
 
 import orjson
 
-from stormwatch.analysis.markers import MarkerKind
+from stormwatch.analysis.markers import MarkerKind, TimelineMarker
+from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.analysis.rank_filter import format_ranks
-from stormwatch.reports.fields import as_int, as_list, is_sequence, rank_key
+from stormwatch.reports.fields import as_list
 from stormwatch.reports.formatting import format_offset
 from stormwatch.reports.timelines import TimeFrame
 from stormwatch.severity import Severity
@@ -87,42 +88,31 @@ def metadata_text(metadata: Any) -> str:
     return text if len(text) <= METADATA_TEXT_LIMIT else text[: METADATA_TEXT_LIMIT - 1] + "…"
 
 
-def _depth(marker: Mapping[str, Any], label: str) -> int:
-    metadata = marker.get("metadata")
-    path = as_list(metadata.get("phase_path")) if isinstance(metadata, Mapping) else []
+def _depth(marker: TimelineMarker) -> int:
+    path = as_list(marker.metadata.get("phase_path"))
     if path:
         return len(path)
-    return label.count(" / ") + 1
+    return marker.label.count(" / ") + 1
 
 
-def rank_marks(model: Mapping[str, Any], frame: TimeFrame) -> dict[int, RankMarks]:
+def rank_marks(model: DiagnosticsModel, frame: TimeFrame) -> dict[int, RankMarks]:
     """Every rank's point markers and phases, in time order."""
-    raw = model.get("markers_by_rank")
     out: dict[int, RankMarks] = {}
-    if not isinstance(raw, Mapping):
-        return out
-    for key, markers in raw.items():
-        rank = rank_key(key)
-        if rank is None or not is_sequence(markers):
-            continue
+    for rank, markers in model.markers_by_rank.items():
         points, phases = [], []
         for marker in markers:
-            start_ns = as_int(marker.get("start_ns")) if isinstance(marker, Mapping) else None
-            if start_ns is None:
-                continue
-            label = str(marker.get("label") or "")
-            kind = _known(marker.get("kind"), KNOWN_KINDS)
-            end_ns = as_int(marker.get("end_ns"))
+            start_ns, end_ns, label = marker.start_ns, marker.end_ns, marker.label
+            kind = _known(marker.kind, KNOWN_KINDS)
             if kind == MarkerKind.PHASE and end_ns is not None:
                 duration = format_offset(end_ns, start_ns).lstrip("+")
                 phases.append(PhaseView(start_s=frame.seconds(start_ns), end_s=frame.seconds(end_ns),
-                                        depth=_depth(marker, label),
+                                        depth=_depth(marker),
                                         title=f"{label} from {format_offset(start_ns, frame.origin_ns)}, {duration}"))
                 continue
             points.append(MarkerView(
                 rank=rank, start_ns=start_ns, start_s=frame.seconds(start_ns), kind=kind,
-                severity=_known(marker.get("severity"), KNOWN_SEVERITIES), label=label,
-                metadata_text=metadata_text(marker.get("metadata")), offset=format_offset(start_ns, frame.origin_ns),
+                severity=_known(marker.severity, KNOWN_SEVERITIES), label=label,
+                metadata_text=metadata_text(marker.metadata), offset=format_offset(start_ns, frame.origin_ns),
             ))
         out[rank] = RankMarks(tuple(sorted(points, key=lambda m: m.start_ns)),
                               tuple(sorted(phases, key=lambda p: p.start_s)))

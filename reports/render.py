@@ -21,6 +21,7 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.fleetdata import fleet_data
 from stormwatch.reports.fleetintel import fleet_intel
 from stormwatch.reports.fleetview import PAGE_SIZE, fleet_view
@@ -82,8 +83,8 @@ def _page(template: str, *, script_name: str | None, **context: Any) -> str:
     )
 
 
-def render_job(document: Mapping[str, Any], *, nav: PageNav | None = None) -> str:
-    """The report page of one job, from its parsed model.json (any verdict, ``empty`` included), with
+def render_job(document: JobDocument, *, nav: PageNav | None = None) -> str:
+    """The report page of one job, from its model.json's document (any verdict, ``empty`` included), with
     its place in the fleet (peer outliers, earlier runs) when the document has a ``fleet`` member,
     its attempts when it has ``attempts`` and, at the top, its files that end mid-record
     (``cut_short``); ``nav``: where the page sits (default: a job's own page;

@@ -13,7 +13,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -24,7 +23,9 @@ from stormwatch.analysis.rank_filter import RankFilterError, format_ranks, parse
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.loader import LoadResult, load_artifacts
 from stormwatch.load.tree import ArtifactTree, Entry
-from stormwatch.outputs.model_json import dumps_document, input_fingerprint, model_document
+from stormwatch.outputs.document import JobDocument
+from stormwatch.outputs.job_document import session_document
+from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.outputs.verdict import Verdict, decide_verdict
 from stormwatch.peers.job_facts import fleet_facts
 from stormwatch.severity import FailOn
@@ -105,10 +106,10 @@ class Diagnosis:
     loaded: LoadResult
     model: DiagnosticsModel
     verdict: Verdict
-    document: dict[str, Any]
+    document: JobDocument
 
     def model_json(self) -> bytes:
-        return dumps_document(self.document)
+        return self.document.to_json()
 
     @property
     def started_at_ns(self) -> int | None:
@@ -197,7 +198,7 @@ def diagnose_loaded(
         selected = parse_rank_filter(options.ranks, available)
     model = build_model(loaded.events, selected, collective_preset=options.preset)
     verdict = decide_verdict(model, events=len(loaded.events), fail_on=options.fail_on)
-    document = model_document(
+    document = session_document(
         loaded,
         model,
         verdict,
@@ -206,7 +207,7 @@ def diagnose_loaded(
         fingerprint=fingerprint,
         engine_version=ENGINE_VERSION,
         options=options.recorded(),
-        fleet=fleet_facts(loaded, model).as_dict(),
+        fleet=fleet_facts(loaded, model),
     )
     return Diagnosis(job_id=job_id, loaded=loaded, model=model, verdict=verdict, document=document)
 

@@ -33,7 +33,8 @@ from stormwatch.events.sessions import SessionPart, select_default
 from stormwatch.load.loader import JobLoad, load_sessions
 from stormwatch.load.tree import ArtifactTree, Entry
 from stormwatch.outputs.attempts import Attempt, attempt_status, first_causes, oom_ranks
-from stormwatch.outputs.fleet import session_rank_rows
+from stormwatch.outputs.document import JobDocument
+from stormwatch.outputs.document_attempts import session_rank_rows
 from stormwatch.outputs.job_document import job_document, job_verdict
 from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.outputs.session_paths import UnsafeSessionIdError, folder_href, session_folder
@@ -74,12 +75,12 @@ class JobDiagnosis:
     sessions: tuple[SessionResult, ...] = ()
     attempts: tuple[Attempt, ...] = ()
     verdict: Verdict | None = None
-    document: dict[str, Any] = field(default_factory=dict, repr=False)
+    document: JobDocument = field(kw_only=True, repr=False)
     inputs: _JobInputs | None = field(default=None, repr=False)
     group_count: int = 1
 
     @property
-    def session_documents(self) -> tuple[dict[str, Any], ...]:
+    def session_documents(self) -> tuple[JobDocument, ...]:
         if not self.sessions:
             return (self.document,)
         return tuple(result.diagnosis.document for result in self.sessions if result.diagnosis is not None)
@@ -209,7 +210,7 @@ def _assemble(inputs: _JobInputs, sessions: tuple[SessionResult, ...]) -> JobDia
     verdicts = {result.session_id: result.diagnosis.verdict for result in sessions if result.diagnosis is not None}
     verdict = job_verdict(attempts, verdicts, fail_on=inputs.options.fail_on)
     assert verdict is not None  # some session was diagnosed
-    ranks = {result.session_id: session_rank_rows(result.diagnosis.document)
+    ranks = {result.session_id: session_rank_rows(result.diagnosis.document.model, result.diagnosis.document.fleet)
              for result in sessions if result.diagnosis is not None}
     document = job_document(main.document, attempts=attempts, ranks=ranks, verdict=verdict,
                             options=inputs.options.recorded(), warnings=_warnings(inputs, attempts),

@@ -32,11 +32,10 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-import orjson
-
 from stormwatch import LoadResult, MemoryTree, SessionNotFoundError, load_artifacts
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.diagnose import DiagnoseOptions, NoRanksSelectedError, diagnose
+from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.render import render_job
 from tests.fuzz.corpus import Fmt, Shape, shape_named, shapes
 from tests.fuzz.mutations import ESCAPED_SESSION_ID, MUTATIONS, Mutated, Target, record_count
@@ -255,7 +254,7 @@ def run_case(case: Case) -> Outcome:
             if case.case_id % 5 == 0:
                 failures.extend(_check_sessions(source, loaded))
             try:
-                document = orjson.loads(diagnosis.model_json())
+                document = JobDocument.from_json(diagnosis.model_json(), name="fuzz/model.json")
             except Exception as exc:
                 failures.append(failure_of("model_json", exc))
             else:

@@ -12,10 +12,9 @@ import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import orjson
-
 from stormwatch import MemoryTree
 from stormwatch.diagnose import diagnose
+from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.render import render_job
 from tests.fuzz.corpus import Fmt
 from tests.fuzz.harness import Case, damage, damaged_files, failure_of
@@ -27,7 +26,7 @@ def signature(name: str, files: Mapping[str, bytes]) -> tuple[str, str] | None:
     """(exception type, innermost engine frame) of what loading, serialising and rendering raise."""
     try:
         diagnosis = diagnose(MemoryTree(dict(files), name=f"/fuzz/{name}"), job_id="fuzz", source_name=name)
-        render_job(orjson.loads(diagnosis.model_json()))
+        render_job(JobDocument.from_json(diagnosis.model_json(), name=f"{name}/model.json"))
         render_job(diagnosis.document)
     except Exception as exc:
         failure = failure_of("crash", exc)

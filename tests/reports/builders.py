@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from stormwatch.diagnose import diagnose
+from stormwatch.outputs.document import JobDocument
 from tests import builders as b
 
 SCRIPT_PAYLOAD = "<script>alert(1)</script>"
@@ -26,6 +27,11 @@ def diagnosed(root: Path, *, job_id: str, source_name: str | None = None) -> dic
     """Diagnose the job folder ``root`` and return its parsed model.json."""
     result = diagnose([root], job_id=job_id, source_name=source_name or str(root))
     return orjson.loads(result.model_json())
+
+
+def read(document: Mapping[str, Any]) -> JobDocument:
+    """A parsed model.json (as a test built or changed it) as the pipeline reads it back."""
+    return JobDocument.from_data(document, name=f"{document.get('job_id')}/model.json")
 
 
 def write_hostile_job(root: Path, *, world_size: int = 2) -> list[Path]:

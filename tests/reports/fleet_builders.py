@@ -25,7 +25,7 @@ def make_trends(nights: Sequence[str] = NIGHTS) -> list[dict[str, Any]]:
 
 
 def make_coverage(*, jobs: int | None = 120, expected: int = 960, present: int = 936) -> dict[str, Any]:
-    """A fleet's coverage (``jobs`` set) or a job's (``jobs=None``)."""
+    """A fleet's coverage (fleet.json; ``jobs=None`` leaves ``jobs`` out)."""
     coverage = {"expected_ranks": expected, "present_ranks": present, "percent": 100 * present / expected,
                 "sessions": 944,
                 "sessions_without_stop": 7, "schema_versions": {"3": 900, "4": 44},
@@ -61,10 +61,25 @@ def with_fleet_intel(fleet: Mapping[str, Any], *, regressions: Sequence[Mapping[
             "coverage": make_coverage(jobs=len(fleet.get("jobs", ())))}
 
 
-def earlier_runs(values_gib: Sequence[float]) -> list[dict[str, Any]]:
-    """Earlier runs a night apart (newest last), ``values_gib`` in GiB."""
-    return [{"audit_time": f"2026-11-{day + 1:02d}T02:00:00+00:00", "value_bytes": int(value * b.GIB)}
-            for day, value in enumerate(values_gib)]
+def make_job_coverage(*, expected: int, present: int, missing: Sequence[int] = ()) -> dict[str, Any]:
+    """A job's ``fleet.coverage`` as the engine writes it (:meth:`stormwatch.peers.coverage.Coverage.as_dict`)."""
+    return {"expected_ranks": expected, "present_ranks": present, "missing_ranks": list(missing),
+            "ranks_present_percent": round(100 * present / expected, 2), "sessions": 944, "sessions_without_stop": 7,
+            "session_ids_without_stop": [f"s-{index}" for index in range(7)], "schema_versions": {"3": 900, "4": 44},
+            "collectors": {"stormlog": 930, "nvml-sidecar": 14}, "load_warnings": 3, "ended_abruptly": 0,
+            "ended_abruptly_ranks": []}
+
+
+def make_job_regression(*, job_name: str = "llama-pretrain", world_size: int = 8, metric: str = "peak_reserved_bytes",
+                        value: int = 41 * b.GIB, baseline: int | None = 35 * b.GIB, change_pct: float | None = 17.1,
+                        status: str = "regression", earlier_gib: Sequence[float] = (34, 35, 35.5, 34.8, 35.2),
+                        runs: int | None = None) -> dict[str, Any]:
+    """One metric of ``fleet.regression`` as the engine writes it (``Regression.as_json``), bytes as ints."""
+    return {"job_id": "job-1", "job_name": job_name, "world_size": world_size, "metric": metric, "value_bytes": value,
+            "baseline_bytes": baseline, "change_pct": change_pct,
+            "baseline_runs": len(earlier_gib) if runs is None else runs, "status": status,
+            "mad_bytes": None if baseline is None else b.GIB // 2,
+            "earlier_bytes": [int(size * b.GIB) for size in earlier_gib]}
 
 
 def make_job_fleet(document: Mapping[str, Any], *, host: str = "node-{rank}",
@@ -74,29 +89,27 @@ def make_job_fleet(document: Mapping[str, Any], *, host: str = "node-{rank}",
     ``host`` (formatted with the rank), rank 1 an outlier unless ``outliers`` says otherwise, and a
     comparison: ``"regression"`` (peak reserved up 17 %, gap peak within), ``"no_baseline"`` (two
     earlier runs), a mapping as given, or None."""
-    model = document.get("model", {})
-    present = [rank for rank in model.get("present_ranks", [])]
+    model = document["model"]
+    present = list(model["present_ranks"])
+    world = len(model["expected_ranks"])
     ranks = [{"rank": rank, "host": host.format(rank=rank), "device_id": rank % 8, "samples": 100,
               "peak_allocated_bytes": (20 + rank) * b.GIB, "peak_reserved_bytes": (30 + rank) * b.GIB,
               "peak_device_used_bytes": (31 + rank) * b.GIB, "device_total_bytes": 80 * b.GIB,
               "hidden_gap_peak_bytes": 512 * b.MIB} for rank in present]
     if regression == "regression":
-        regression = {"status": "regression", "job_name": "llama-pretrain", "world_size": len(present), "metrics": [
-            {"metric": "peak_reserved_bytes", "value_bytes": 41 * b.GIB, "baseline_bytes": 35 * b.GIB,
-             "change_pct": 17.1, "baseline_runs": 5, "status": "regression",
-             "earlier": earlier_runs([34, 35, 35.5, 34.8, 35.2])},
-            {"metric": "hidden_gap_peak_bytes", "value_bytes": 520 * b.MIB, "baseline_bytes": 512 * b.MIB,
-             "change_pct": 1.6, "baseline_runs": 5, "status": "ok",
-             "earlier": earlier_runs([0.5, 0.5, 0.49, 0.51, 0.5])},
+        regression = {"status": "regression", "job_name": "llama-pretrain", "world_size": world, "metrics": [
+            make_job_regression(world_size=world),
+            make_job_regression(world_size=world, metric="hidden_gap_peak_bytes", value=520 * b.MIB,
+                                baseline=512 * b.MIB, change_pct=1.6, status="ok",
+                                earlier_gib=(0.5, 0.5, 0.49, 0.51, 0.5)),
         ]}
     elif regression == "no_baseline":
-        regression = {"status": "no_baseline", "job_name": "llama-pretrain", "world_size": len(present), "metrics": [
-            {"metric": "peak_reserved_bytes", "value_bytes": 41 * b.GIB, "baseline_bytes": None, "change_pct": None,
-             "baseline_runs": 0, "status": "no_baseline", "earlier": earlier_runs([34, 35])}]}
+        regression = {"status": "no_baseline", "job_name": "llama-pretrain", "world_size": world, "metrics": [
+            make_job_regression(world_size=world, baseline=None, change_pct=None, status="no_baseline",
+                                earlier_gib=(34, 35), runs=2)]}
     return {**document, "fleet": {
         "ranks": ranks,
         "outlier_ranks": [dict(item) for item in (outliers if outliers is not None else [make_outlier(rank=1)])],
-        "coverage": make_coverage(jobs=None, expected=len(model.get("expected_ranks", [])) or 1,
-                                  present=len(present)),
+        "coverage": make_job_coverage(expected=world or 1, present=len(present), missing=model["missing_ranks"]),
         "regression": dict(regression) if isinstance(regression, Mapping) else None,
     }}

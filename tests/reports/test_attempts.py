@@ -3,7 +3,6 @@ written by stormlog's writers, then checked as HTML and in headless Chromium."""
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -13,19 +12,14 @@ import pytest
 
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
-from stormwatch.outputs.model_json import dumps_document
 from stormwatch.reports import render_job
 from stormwatch.reports.jobattempts import PageNav
 from tests import builders as b
-from tests.reports.builders import HOSTILE
+from tests.reports.builders import HOSTILE, read
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
 
 QUOTED = 'run "1" <b onmouseover=alert(1)>&amp;'  # no '/': its page is written, under an encoded folder
 MINUTE_NS = 60 * 10**9
-
-
-def _json(document: dict[str, Any]) -> dict[str, Any]:
-    return orjson.loads(dumps_document(document))
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +49,12 @@ def write_reports(diagnosis: JobDiagnosis, reports: Path) -> Path:
         if result.written and result.diagnosis is not None and result.folder is not None:
             nav = PageNav.for_session(depth=2, attempt=labels[result.session_id])
             write_page(folder.joinpath(*result.folder.split("/")) / "report.html",
-                       render_job(_json(result.diagnosis.document), nav=nav))
-    return write_page(folder / "report.html", render_job(_json(diagnosis.document)))
+                       render_job(result.diagnosis.document, nav=nav))
+    return write_page(folder / "report.html", render_job(diagnosis.document))
 
 
 def test_the_attempts_timeline_lists_each_session_with_its_status_verdict_and_cause(restarted: JobDiagnosis) -> None:
-    html = render_job(_json(restarted.document))
+    html = render_job(restarted.document)
     first, second = restarted.attempts
     rows = re.findall(r'<tr class="attempt[^"]*" data-attempt="(\d)" data-status="(\w+)" data-verdict="(\w+)">', html)
     assert rows == [("1", "interrupted", "critical"), ("2", "completed", "clean")]
@@ -69,13 +63,12 @@ def test_the_attempts_timeline_lists_each_session_with_its_status_verdict_and_ca
     assert html.index('id="verdict"') < html.index('id="earlier-oom"') < html.index('id="attempts"') < html.index(
         'id="first-cause"')  # near the top, before the default session's details
     assert "the verdict above comes from attempt 1 of 2" in html and "This page details attempt 2 of 2" in html
-    one_session = render_job(_json(restarted.main.document))
+    one_session = render_job(restarted.main.document)
     assert 'id="attempts"' not in one_session and 'id="earlier-oom"' not in one_session
 
 
 def test_session_ids_are_escaped_and_only_our_own_links_are_followed(hostile: JobDiagnosis) -> None:
-    document = _json(hostile.document)
-    html = render_job(document)
+    html = render_job(hostile.document)
     assert "<b onmouseover" not in html and "<script>alert" not in html and "<img src=x" not in html
     assert "run &#34;1&#34; &lt;b onmouseover=alert(1)&gt;&amp;amp;" in html
     quoted = next(attempt for attempt in hostile.attempts if attempt.session_id == QUOTED)
@@ -84,10 +77,10 @@ def test_session_ids_are_escaped_and_only_our_own_links_are_followed(hostile: Jo
     assert f'href="{quoted.report}"' in html
     refused = next(attempt for attempt in hostile.attempts if attempt.session_id == HOSTILE)
     assert refused.report is None and refused.error is not None and "cannot name a report folder" in refused.error
-    forged = copy.deepcopy(document)
+    forged = orjson.loads(hostile.document.to_json())
     forged["attempts"][0]["report"] = "javascript:alert(1)"
     forged["attempts"][1]["report"] = "../../../etc/report.html"
-    assert "javascript:" not in render_job(forged) and "etc/report.html" not in render_job(forged)
+    assert "javascript:" not in render_job(read(forged)) and "etc/report.html" not in render_job(read(forged))
 
 
 def test_the_job_page_and_a_session_page_link_to_each_other_in_the_browser(

@@ -16,11 +16,10 @@ from markupsafe import escape
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.diagnose_sessions import diagnose_job
 from stormwatch.outputs.fleet import JobStatus, fleet_document, row_from_document
-from stormwatch.outputs.model_json import dumps_document
 from stormwatch.reports import render_index, render_job
 from tests import builders as b
 from tests.cut_short_builders import Torn, killed_sink_job, snapshot, tear_last_line
-from tests.reports.builders import IMG_PAYLOAD
+from tests.reports.builders import IMG_PAYLOAD, read
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
 
 HOSTILE_NAME = f"{IMG_PAYLOAD}.jsonl"  # a file name may hold markup (never a '/')
@@ -28,7 +27,7 @@ HOSTILE_NAME = f"{IMG_PAYLOAD}.jsonl"  # a file name may hold markup (never a '/
 
 def _document(root: Path, *, job_id: str = "job", all_sessions: bool = True) -> dict[str, Any]:
     job = diagnose_job([root], job_id=job_id, source_name=str(root), options=DiagnoseOptions(all_sessions=all_sessions))
-    return orjson.loads(dumps_document(job.document))
+    return orjson.loads(job.document.to_json())
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +52,7 @@ def _at_s(torn: Torn) -> str:
 def test_the_first_screen_names_rank_file_and_time(killed: tuple[dict[str, Any], Torn, Path]) -> None:
     document, torn, root = killed
     before = snapshot(root)
-    html = render_job(document)
+    html = render_job(read(document))
     file = document["cut_short"][0]["file"]
     assert file.startswith("rank_3/attempt-1/segment-")
     line = re.search(r'<p class="cut-file" data-rank="3">(.*?)</p>', html)
@@ -69,7 +68,7 @@ def test_the_first_screen_names_rank_file_and_time(killed: tuple[dict[str, Any],
 
 def test_a_hostile_file_name_comes_out_escaped(hostile: dict[str, Any]) -> None:
     assert hostile["cut_short"][0]["file"] == f"rank_0/{HOSTILE_NAME}"
-    html = render_job(hostile)
+    html = render_job(read(hostile))
     assert "<img" not in html
     assert f"<code>{escape(f'rank_0/{HOSTILE_NAME}')}</code> ends mid-record" in html
     index = render_index(_fleet([hostile]))
@@ -81,7 +80,7 @@ def test_an_earlier_attempt_is_named_on_the_restart_page(tmp_path: Path) -> None
     _, torn = killed_sink_job(root, world_size=2, torn_rank=1, oom=True)
     b.write_attempt(root, job_id="run-2", world_size=2, attempt="attempt-2", start_ns=b.START_NS + 60 * 10**9)
     document = _document(root)
-    html = render_job(document)
+    html = render_job(read(document))
     first = document["attempts"][0]["session_id"]
     assert f"ends mid-record {_at_s(torn)} s into attempt 1 of 2 (session <code>{first}</code>)" in html
 
@@ -89,15 +88,15 @@ def test_an_earlier_attempt_is_named_on_the_restart_page(tmp_path: Path) -> None
 def test_a_clean_job_shows_no_cut(tmp_path: Path) -> None:
     b.write_multi_rank_job(tmp_path / "job", world_size=2, fmt="jsonl")
     document = _document(tmp_path / "job")
-    html = render_job(document)
+    html = render_job(read(document))
     assert 'id="cut-short"' not in html and "mid-record" not in html
     assert '<p class="cut-mark"' not in render_index(_fleet([document]))
     old = {key: value for key, value in document.items() if key != "cut_short"}  # written before the member
-    assert 'id="cut-short"' not in render_job(old)
+    assert 'id="cut-short"' not in render_job(read(old))
 
 
 def _fleet(documents: list[dict[str, Any]]) -> dict[str, Any]:
-    rows = [row_from_document(document, status=JobStatus.DIAGNOSED, report=f"{document['job_id']}/report.html")
+    rows = [row_from_document(read(document), status=JobStatus.DIAGNOSED, report=f"{document['job_id']}/report.html")
             for document in documents]
     return orjson.loads(orjson.dumps(fleet_document(rows, generated_at=datetime(2026, 1, 1, tzinfo=UTC),
                                                     storage="/srv")))
@@ -118,7 +117,7 @@ def test_pages_show_the_cut_in_the_browser(browser: Any, killed: tuple[dict[str,
                                            hostile: dict[str, Any], tmp_path: Path) -> None:
     document, torn, _ = killed
     file = document["cut_short"][0]["file"]
-    job_page = write_page(tmp_path / "train-killed" / "report.html", render_job(document))
+    job_page = write_page(tmp_path / "train-killed" / "report.html", render_job(read(document)))
     with open_page(browser, job_page) as loaded:
         loaded.assert_quiet()
         line = loaded.page.locator("#cut-short .cut-file").first

@@ -15,12 +15,13 @@ from tests.reports.builders import (
     make_fleet,
     make_fleet_job,
     make_indicator,
+    read,
 )
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
 
 
 def test_hostile_job_report_shows_payloads_as_text(browser: Any, hostile_doc: dict[str, Any], tmp_path: Path) -> None:
-    html = render_job(hostile_doc)
+    html = render_job(read(hostile_doc))
     assert SCRIPT_PAYLOAD not in html and "<img" not in html
     path = write_page(tmp_path / "report.html", html)
     with open_page(browser, path, screenshot=tmp_path / "hostile.png") as loaded:

@@ -9,7 +9,7 @@ from typing import Any
 
 from stormwatch.reports import render_index, render_job
 from stormwatch.reports.fleetview import report_href
-from tests.reports.builders import HOSTILE, IMG_PAYLOAD, make_large_fleet
+from tests.reports.builders import HOSTILE, IMG_PAYLOAD, make_large_fleet, read
 from tests.reports.fleet_builders import (
     NIGHTS,
     make_job_fleet,
@@ -86,7 +86,7 @@ def test_job_report_shows_peer_outliers_and_earlier_runs(browser: Any, missing_r
                                                          tmp_path: Path) -> None:
     document = make_job_fleet(missing_ranks_doc, host=HOSTILE + "-{rank}",
                               outliers=[make_outlier(rank=1), make_outlier(rank=4, metric="hidden_gap_peak_bytes")])
-    path = write_page(tmp_path / "reports" / "job" / "report.html", render_job(document))
+    path = write_page(tmp_path / "reports" / "job" / "report.html", render_job(read(document)))
     with open_page(browser, path, screenshot=tmp_path / "fleet-job.png") as loaded:
         page = loaded.page
         loaded.assert_quiet()
@@ -112,12 +112,12 @@ def test_job_report_shows_peer_outliers_and_earlier_runs(browser: Any, missing_r
 
 def test_job_report_without_history(browser: Any, clean_doc: dict[str, Any], tmp_path: Path) -> None:
     old = {key: value for key, value in clean_doc.items() if key != "fleet"}
-    path = write_page(tmp_path / "old.html", render_job(old))
+    path = write_page(tmp_path / "old.html", render_job(read(old)))
     with open_page(browser, path) as loaded:
         loaded.assert_quiet()
         assert loaded.page.locator("#outliers").count() == 0
         assert loaded.texts("#comparison .empty") == ["No history yet."]
-    path = write_page(tmp_path / "new.html", render_job(make_job_fleet(clean_doc, regression="no_baseline")))
+    path = write_page(tmp_path / "new.html", render_job(read(make_job_fleet(clean_doc, regression="no_baseline"))))
     with open_page(browser, path) as loaded:
         loaded.assert_quiet()
         assert loaded.texts("#comparison .note-text") == ["no baseline yet (2 earlier runs)"]

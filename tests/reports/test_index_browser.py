@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stormwatch.reports import render_index, render_job
-from tests.reports.builders import fleet_job_from_document, make_fleet, make_fleet_job
+from tests.reports.builders import fleet_job_from_document, make_fleet, make_fleet_job, read
 from tests.reports.pages import open_page, write_page
 
 DOCUMENT_FIXTURES = ("missing_ranks_doc", "collective_doc", "spike_doc", "drift_doc", "clean_doc", "empty_doc")
@@ -21,7 +21,7 @@ def fleet_site(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, di
     jobs = []
     for hour, fixture in enumerate(DOCUMENT_FIXTURES):
         document = request.getfixturevalue(fixture)
-        write_page(reports / document["job_id"] / "report.html", render_job(document))
+        write_page(reports / document["job_id"] / "report.html", render_job(read(document)))
         jobs.append(fleet_job_from_document(document, diagnosed_at=f"2026-11-30T0{hour}:00:00+00:00"))
     jobs += [
         make_fleet_job(job_id="broken-upload", status="failed", error="OSError: truncated segment-000003.jsonl"),

@@ -9,7 +9,7 @@ import pytest
 
 from stormwatch.reports import render_job
 from tests import builders as b
-from tests.reports.builders import large_document
+from tests.reports.builders import large_document, read
 from tests.reports.pages import open_page, write_page
 
 ALLOCATOR_SERIES = ["allocated", "reserved", "gap"]
@@ -36,7 +36,7 @@ def test_report_loads_quietly_with_one_chart_per_present_rank(
 ) -> None:
     document = request.getfixturevalue(fixture)
     model = document["model"]
-    path = write_page(tmp_path / "reports" / document["job_id"] / "report.html", render_job(document))
+    path = write_page(tmp_path / "reports" / document["job_id"] / "report.html", render_job(read(document)))
     with open_page(browser, path, screenshot=tmp_path / f"{fixture}.png") as loaded:
         loaded.assert_quiet()
         page = loaded.page
@@ -65,7 +65,7 @@ def test_first_cause_cards_show_time_phase_and_reasons(browser: Any, collective_
                                                        tmp_path: Path) -> None:
     indicators = collective_doc["model"]["indicators"]
     assert indicators and indicators[0]["reason_codes"] and indicators[0]["confidence"] is not None
-    path = write_page(tmp_path / "report.html", render_job(collective_doc))
+    path = write_page(tmp_path / "report.html", render_job(read(collective_doc)))
     with open_page(browser, path) as loaded:
         for index, indicator in enumerate(indicators):
             card = loaded.page.locator("article.indicator").nth(index)
@@ -84,7 +84,7 @@ def test_first_cause_cards_show_time_phase_and_reasons(browser: Any, collective_
 
 def test_missing_ranks_stand_out(browser: Any, missing_ranks_doc: dict[str, Any], tmp_path: Path) -> None:
     earliest = missing_ranks_doc["model"]["indicators"][0]
-    path = write_page(tmp_path / "report.html", render_job(missing_ranks_doc))
+    path = write_page(tmp_path / "report.html", render_job(read(missing_ranks_doc)))
     with open_page(browser, path, screenshot=tmp_path / "missing.png") as loaded:
         page = loaded.page
         assert loaded.texts("#missing-ranks") == ["2,6"]
@@ -112,7 +112,7 @@ def test_missing_ranks_stand_out(browser: Any, missing_ranks_doc: dict[str, Any]
 
 def test_large_job_page_in_browser(browser: Any, tmp_path: Path) -> None:
     document = large_document()
-    path = write_page(tmp_path / "big" / "report.html", render_job(document))
+    path = write_page(tmp_path / "big" / "report.html", render_job(read(document)))
     with open_page(browser, path, screenshot=tmp_path / "big.png") as loaded:
         loaded.assert_quiet()
         assert loaded.page.locator("svg [data-series]").count() == 16 * 3

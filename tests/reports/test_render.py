@@ -10,15 +10,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from stormwatch.diagnose import diagnose
+from stormwatch.outputs.document import DocumentError, JobDocument
 from stormwatch.reports import render_index, render_job
 from stormwatch.reports.fleetview import report_href
 from stormwatch.reports.render import environment, script_json
 from tests import model_builders as mb
-from tests.reports.builders import large_document, make_fleet, make_fleet_job, make_indicator
+from tests.reports.builders import large_document, make_fleet, make_fleet_job, make_indicator, read
 
 SIZE_BUDGET_BYTES = 2 * 1024 * 1024
 
@@ -73,7 +73,7 @@ def test_every_template_autoescapes_and_none_marks_anything_safe() -> None:
 def test_pages_are_self_contained_and_the_csp_allows_only_their_own_style_and_script(
     page: str, missing_ranks_doc: dict[str, Any]
 ) -> None:
-    html = render_job(missing_ranks_doc) if page == "job" else render_index(_fleet())
+    html = render_job(read(missing_ranks_doc)) if page == "job" else render_index(_fleet())
     parsed = _Page(html)
     csp = parsed.csp()
     assert "default-src 'none'" in csp and "img-src data:" in csp
@@ -97,35 +97,34 @@ def test_pages_are_self_contained_and_the_csp_allows_only_their_own_style_and_sc
 
 def test_empty_job_and_job_without_indicators_render(empty_doc: dict[str, Any], clean_doc: dict[str, Any]) -> None:
     assert empty_doc["verdict"]["status"] == "empty" and clean_doc["model"]["indicators"] == []
-    empty = render_job(empty_doc)
+    empty = render_job(read(empty_doc))
     assert ">EMPTY<" in empty and "No anomaly found (nothing was loaded)." in empty and "No timelines to draw." in empty
-    clean = render_job(clean_doc)
+    clean = render_job(read(clean_doc))
     assert ">CLEAN<" in clean and 'id="no-indicators"' in clean and clean.count("data-series=") == 4 * 3
 
 
 def test_device_only_ranks_draw_device_memory_and_show_missing_counters(device_only_doc: dict[str, Any]) -> None:
     timelines = device_only_doc["model"]["per_rank_timelines"]
     assert set(timelines["0"]) == {"timestamps_ns", "device_used"}
-    html = render_job(device_only_doc)
+    html = render_job(read(device_only_doc))
     assert html.count('data-series="device_used"') == 2 and 'data-series="gap"' not in html
     assert "no hidden gap: device memory only" in html
 
 
 @pytest.mark.parametrize(
-    "document",
+    ("document", "member"),
     [
-        {},
-        {"model": "nope", "verdict": [], "sessions": "x", "warnings": None},
-        {"model": {"rows": [{"rank": "3", "availability": 5}, 7], "indicators": [{"kind": 1, "rank": None}],
-                   "per_rank_timelines": {"x": {}, "0": {"timestamps_ns": [1, 2], "allocated": [1, None],
-                                                        "gap": [None, None]}, "1": {"timestamps_ns": ["a"]}},
-                   "markers_by_rank": {"0": [{"start_ns": "soon"}, {"start_ns": 2, "kind": "oom <b>", "metadata": 1}]},
-                   "expected_ranks": [0, 1, "2"], "missing_ranks": [1]}},
+        ({}, "schema_version"),
+        ({"schema_version": 1, "job_id": "j", "source": "s", "generated_at": "2026-11-30T02:00:00+00:00",
+          "engine_version": "0", "input_fingerprint": "f", "sessions": "x", "sources_loaded": [], "warnings": None,
+          "verdict": [], "model": "nope"}, "sessions"),
     ],
 )
-def test_odd_documents_still_render(document: dict[str, Any]) -> None:
-    html = render_job(document)
-    assert html.startswith("<!doctype html>") and "<b>" not in html
+def test_odd_documents_are_refused_before_rendering(document: dict[str, Any], member: str) -> None:
+    """What the report reads is typed: a damaged model.json fails to read, naming the member."""
+    with pytest.raises(DocumentError) as caught:
+        read(document)
+    assert caught.value.member == member
 
 
 def test_odd_fleets_still_render() -> None:
@@ -162,7 +161,7 @@ def test_script_json_cannot_close_its_element() -> None:
 def test_large_job_renders_under_the_size_budget() -> None:
     document = large_document(ranks=16, samples=100_000)
     started = time.perf_counter()
-    html = render_job(document)
+    html = render_job(read(document))
     elapsed_s = time.perf_counter() - started
     size = len(html.encode("utf-8"))
     print(f"\n16 ranks x 100,000 samples: {size / 1e6:.3f} MB ({size:,} bytes), rendered in {elapsed_s:.2f} s")
@@ -173,7 +172,7 @@ def test_large_job_renders_under_the_size_budget() -> None:
 def test_many_ranks_chart_a_subset_and_keep_every_rank_in_the_heat_strip() -> None:
     document = large_document(ranks=256, samples=2_000)
     started = time.perf_counter()
-    html = render_job(document)
+    html = render_job(read(document))
     elapsed_s = time.perf_counter() - started
     size = len(html.encode("utf-8"))
     print(f"\n256 ranks x 2,000 samples: {size / 1e6:.3f} MB, rendered in {elapsed_s:.2f} s")
@@ -183,8 +182,9 @@ def test_many_ranks_chart_a_subset_and_keep_every_rank_in_the_heat_strip() -> No
     assert "Charts for 64 of 256 ranks" in html
 
 
-def test_an_in_memory_document_renders_like_its_model_json(tmp_path: Path) -> None:
-    """The pipeline may hand over ``Diagnosis.document`` (int rank keys, tuples, numpy timelines)."""
+def test_the_document_as_built_renders_like_its_model_json_read_back(tmp_path: Path) -> None:
+    """The pipeline renders ``Diagnosis.document`` as the engine built it (numpy timelines, its arrays)."""
     mb.build_collective_synchronized(tmp_path, world_size=4, ranks=[0, 1, 3])
     result = diagnose([tmp_path], job_id="in-memory", source_name="in-memory")
-    assert render_job(result.document) == render_job(orjson.loads(result.model_json()))
+    read_back = JobDocument.from_json(result.model_json(), name="in-memory/model.json")
+    assert render_job(result.document) == render_job(read_back)

@@ -39,10 +39,11 @@ def test_max_sessions_keeps_the_default_and_the_most_recent_and_lists_the_rest(t
     assert (oldest.verdict, oldest.error) == (None, "not diagnosed: over --max-sessions 2")
     assert oldest.describe() == "attempt 1 of 3, interrupted, not diagnosed"
     assert middle.diagnosed and latest.diagnosed and latest.default
-    assert capped.document["session_count"] == 3 and capped.document["sessions_diagnosed"] == 2
-    assert any("1 of 3 sessions not diagnosed (over --max-sessions 2)" in w for w in capped.document["warnings"])
+    assert capped.document.session_count == 3 and capped.document.sessions_diagnosed == 2
+    assert any("1 of 3 sessions not diagnosed (over --max-sessions 2)" in w for w in capped.document.warnings)
     assert capped.verdict is not None and capped.verdict.status is VerdictStatus.CLEAN
-    assert capped.document["options"]["max_sessions"] == 2 and capped.document["options"]["all_sessions"] is True
+    assert capped.document.options is not None
+    assert capped.document.options["max_sessions"] == 2 and capped.document.options["all_sessions"] is True
     assert [r.session_id for r in capped.sessions] == [latest.session_id, middle.session_id]
 
     one = diagnose_job([three_attempts], job_id="job-3", source_name="x",
@@ -65,7 +66,7 @@ def test_a_session_whose_id_would_escape_its_folder_is_diagnosed_but_gets_no_out
     assert clean.report is not None and clean.report.startswith("sessions/") and clean.error is None
     assert [result.written for result in diagnosis.sessions] == [True, False]  # default (clean) first
     assert diagnosis.verdict is not None and diagnosis.verdict.status is VerdictStatus.CRITICAL
-    assert any("../../escape (diagnosed, not written)" in w for w in diagnosis.document["warnings"])
+    assert any("../../escape (diagnosed, not written)" in w for w in diagnosis.document.warnings)
 
 
 def test_outputs_that_could_not_be_written_are_recorded_on_their_attempt(three_attempts: Path) -> None:
@@ -77,9 +78,9 @@ def test_outputs_that_could_not_be_written_are_recorded_on_their_attempt(three_a
     again = failed.attempts[0]
     assert (again.report, again.model, again.error) == (None, None, "its outputs were not written: OSError: disk full")
     assert again.verdict is VerdictStatus.CRITICAL and failed.attempts[1:] == diagnosis.attempts[1:]
-    entry = failed.document["attempts"][0]
-    assert entry["report"] is None and entry["error"].endswith("disk full") and entry["ranks"]
-    assert any(first.session_id in w and "disk full" in w for w in failed.document["warnings"])
+    entry = (failed.document.attempts or ())[0]
+    assert entry.attempt == again and entry.ranks
+    assert any(first.session_id in w and "disk full" in w for w in failed.document.warnings)
     assert diagnosis.with_output_errors({}) is diagnosis
 
 
@@ -89,16 +90,16 @@ def test_a_job_with_no_session_is_one_empty_document(tmp_path: Path) -> None:
                              options=DiagnoseOptions(all_sessions=True))
     assert diagnosis.attempts == () and diagnosis.sessions == ()
     assert diagnosis.verdict is not None and diagnosis.verdict.status is VerdictStatus.EMPTY
-    assert "attempts" not in diagnosis.document and diagnosis.session_documents == (diagnosis.document,)
+    assert diagnosis.document.attempts is None and diagnosis.session_documents == (diagnosis.document,)
 
 
 def test_one_session_jobs_keep_their_verdict_word_for_word(tmp_path: Path) -> None:
     b.write_multi_rank_job(tmp_path / "j", world_size=2, alerts=b.DEFAULT_ALERTS)
     single = diagnose_job([tmp_path / "j"], job_id="j", source_name="x")
     every = diagnose_job([tmp_path / "j"], job_id="j", source_name="x", options=DiagnoseOptions(all_sessions=True))
-    assert every.verdict == single.verdict and every.document["verdict"] == single.document["verdict"]
+    assert every.verdict == single.verdict and every.document.verdict == single.document.verdict
     assert [a.status for a in every.attempts] == [AttemptStatus.COMPLETED]
-    assert every.document["model"] is every.main.document["model"]
+    assert every.document.model is every.main.document.model
 
 
 def test_a_session_id_and_all_sessions_exclude_each_other() -> None:

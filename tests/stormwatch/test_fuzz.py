@@ -23,12 +23,12 @@ import re
 from functools import cache
 from typing import Any
 
-import orjson
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from stormwatch import LoadResult, MemoryTree, load_artifacts
 from stormwatch.diagnose import diagnose
+from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.render import render_job
 from tests import builders as b
 from tests.fuzz.harness import total_events
@@ -106,7 +106,8 @@ def _diagnosed(key: str, data: bytes) -> LoadResult:
     """:func:`_load`, then the model, model.json and the report page, which must not raise either."""
     loaded = _load(key, data)
     diagnosis = diagnose(MemoryTree({key: data}, name=ROOT), job_id="props", source_name="props")
-    assert render_job(orjson.loads(diagnosis.model_json())) and render_job(diagnosis.document)
+    read = JobDocument.from_json(diagnosis.model_json(), name="props/model.json")
+    assert read.to_json() == diagnosis.model_json() and render_job(read) and render_job(diagnosis.document)
     return loaded
 
 

@@ -24,6 +24,7 @@ import pytest
 from stormwatch import LoadResult, MemoryTree, load_artifacts
 from stormwatch.analysis.model import MAX_WORLD_SIZE
 from stormwatch.diagnose import diagnose
+from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.model_json import TOO_DEEP, json_safe
 from stormwatch.reports.render import render_job
 from tests import builders as b
@@ -241,8 +242,9 @@ def test_bad_bundle_manifest_is_named(tmp_path: Path) -> None:
 
 def _rendered(files: Mapping[str, bytes]) -> dict:
     diagnosis = diagnose(MemoryTree(dict(files), name=ROOT), job_id="fuzz", source_name="fuzz")
-    document = orjson.loads(diagnosis.model_json())
-    assert render_job(document) and render_job(diagnosis.document)
+    read = JobDocument.from_json(diagnosis.model_json(), name="fuzz/model.json")
+    assert read.to_json() == diagnosis.model_json() and render_job(read) == render_job(diagnosis.document)
+    document: dict = orjson.loads(diagnosis.model_json())
     return document
 
 

@@ -24,6 +24,7 @@ from stormwatch.load.discover import discover
 from stormwatch.load.loader import load_sessions
 from stormwatch.load.tree import LocalTree
 from stormwatch.outputs.attempts import AttemptStatus
+from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.verdict import VerdictStatus
 from tests import builders as b
 from tests.reference import canonical, ours, plain, reference
@@ -81,12 +82,12 @@ def test_an_oom_in_the_first_attempt_makes_the_restarted_job_critical(
     assert (one.ranks_present, one.ranks_expected) == (4, 4) and one.started_at_ns < two.started_at_ns
     assert diagnosis.verdict is not None and diagnosis.verdict.status is VerdictStatus.CRITICAL
     document = diagnosis.document
-    assert document["worst_session"] == one.session_id and document["session_count"] == 2
-    assert document["verdict"]["summary"].startswith(
+    assert document.worst_session == one.session_id and document.session_count == 2
+    assert document.verdict.summary.startswith(
         f"critical: from attempt 1 of 2, interrupted, OOM on rank 3 (session {one.session_id})")
     # the job document is still the default session's (stormlog's choice: the completed restart)
-    assert two.default and document["selected_session_id"] == two.session_id
-    assert document["model"]["indicators"] == () and document["model"]["present_ranks"] == (0, 1, 2, 3)
+    assert two.default and document.selected_session_id == two.session_id
+    assert document.model.indicators == () and document.model.present_ranks == (0, 1, 2, 3)
     single = diagnose_job([root], job_id="train-7b", source_name=str(root))
     assert single.verdict is not None and single.verdict.status is VerdictStatus.CLEAN  # what the issue is about
     assert_each_session_equals_reference(root, [*first, *second], diagnosis)
@@ -135,7 +136,7 @@ def test_five_sessions_of_mixed_status_each_equal_the_reference(mixed: tuple[Pat
     assert statuses == [("completed", "clean"), ("interrupted", "critical"), ("completed", "warning"),
                         ("running", "clean"), ("incomplete", "critical")]  # the bundle: rank 0 of the job's 2
     assert len(diagnosis.sessions) == 5 and all(result.written for result in diagnosis.sessions)
-    assert diagnosis.document["session_count"] == 5 and diagnosis.document["sessions_diagnosed"] == 5
+    assert diagnosis.document.session_count == 5 and diagnosis.document.sessions_diagnosed == 5
     assert_each_session_equals_reference(root, paths, diagnosis)
 
 
@@ -144,8 +145,8 @@ def test_two_sessions_at_a_time_give_the_same_documents_as_one(mixed: tuple[Path
     threaded = diagnose_job([root], job_id="mixed-job", source_name="x", options=ALL, workers=2)
     alone = diagnose_job([root], job_id="mixed-job", source_name="x", options=ALL, workers=1)
 
-    def stable(document: dict[str, Any]) -> dict[str, Any]:
-        return {key: value for key, value in plain(document).items() if key != "generated_at"}
+    def stable(document: JobDocument) -> bytes:
+        return document.with_generated_at(alone.document.generated_at).to_json()
 
     assert [stable(d) for d in threaded.session_documents] == [stable(d) for d in alone.session_documents]
     assert stable(threaded.document) == stable(alone.document)
@@ -164,7 +165,7 @@ def test_legacy_flat_files_are_one_session_beside_the_others(tmp_path: Path) -> 
 
     first, second = diagnosis.attempts
     assert second.session_id == "v3-1" and first.session_id.startswith("legacy-")
-    assert first.verdict is VerdictStatus.CRITICAL and diagnosis.document["worst_session"] == first.session_id
+    assert first.verdict is VerdictStatus.CRITICAL and diagnosis.document.worst_session == first.session_id
     # the reference names its legacy session after the absolute paths: compare it by that name
     loaded = dd.load_distributed_artifacts(paths)
     legacy_id = next(s.summary.session_id for s in loaded.sessions if s.summary.source == "stormlog.diagnostics.legacy")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import orjson
@@ -20,6 +19,7 @@ from stormwatch.history.frame import ANALYTICS_COLUMNS
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.rows import history_rows
 from stormwatch.history.schema import HISTORY_SCHEMA_VERSION, PARQUET_METADATA_KEY
+from stormwatch.outputs.document import JobDocument
 from stormwatch.tasks.history import append_history, parquet_bytes, prune_history, read_history
 from tests.builders import DEFAULT_ALERTS, write_multi_rank_job
 from tests.stormwatch.history.synthetic import FIRST_NIGHT, synthetic_fleet
@@ -174,12 +174,12 @@ def test_prune_deletes_nights_before_the_retention_only(backend: Backend) -> Non
 def real_table(tmp_path_factory: pytest.TempPathFactory) -> pa.Table:
     """History rows of two jobs diagnosed from stormlog-written artifacts."""
     root = tmp_path_factory.mktemp("jobs")
-    documents: list[dict[str, Any]] = []
+    documents: list[JobDocument] = []
     for job_id, alerts in (("llama-8r-0142", DEFAULT_ALERTS), ("train-a-2026-11-30", ())):
         folder = root / job_id
         write_multi_rank_job(folder, job_id=job_id, world_size=4, alerts=alerts)
         job = diagnose([str(folder)], job_id=job_id, source_name=str(folder), options=DiagnoseOptions(ranks="all"))
-        documents.append(orjson.loads(job.model_json()))
+        documents.append(JobDocument.from_json(job.model_json(), name=f"{job_id}/model.json"))
     return history_rows(documents, job_names=JobNamePattern(), audit_time=datetime(2026, 11, 30, 2, tzinfo=UTC))
 
 

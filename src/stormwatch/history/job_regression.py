@@ -10,6 +10,7 @@ metrics and, per metric, its value, baseline, change and the earlier values (a s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from stormwatch.history.regressions import (
     RegressionThresholds,
     judge,
 )
+from stormwatch.outputs.json_members import Members
 
 #: The status of a job over its metrics: a regression on any metric wins, then ok.
 _WORST_FIRST = (RegressionStatus.REGRESSION, RegressionStatus.OK, RegressionStatus.NO_BASELINE)
@@ -65,18 +67,36 @@ def judge_run(
     return tuple(sorted(found, key=lambda item: item.metric.value))  # as find_regressions orders them
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RegressionSummary:
+    """model.json's ``fleet.regression``: the job's run against the earlier runs of its job name and
+    world size. ``status``: the worst over ``metrics`` (a regression on any metric wins, then ok);
+    ``metrics``: one :class:`Regression` per metric with a value, in metric-name order (non-empty)."""
+
+    status: RegressionStatus
+    job_name: str
+    world_size: int | None
+    metrics: tuple[Regression, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status.value, "job_name": self.job_name, "world_size": self.world_size,
+                "metrics": [item.as_json() for item in self.metrics]}
+
+    @classmethod
+    def from_json(cls, members: Members) -> RegressionSummary:
+        """Raises :class:`~stormwatch.outputs.json_members.MemberError` naming a malformed member."""
+        return cls(status=members.enum("status", RegressionStatus, "a regression status"),
+                   job_name=members.text("job_name"), world_size=members.optional_integer("world_size"),
+                   metrics=members.each("metrics", Regression.from_json))
+
+
 def regression_summary(
     job_id: str, own_rows: pa.Table, earlier_runs: pd.DataFrame | None, *, thresholds: RegressionThresholds
-) -> dict[str, Any] | None:
-    """``{"status", "job_name", "world_size", "metrics": [Regression.as_json()...]}`` for the job; None
-    when it has no metric value."""
+) -> RegressionSummary | None:
+    """The job's summary (from its history rows ``own_rows``); None when it has no metric value."""
     found = judge_run(job_id, own_rows, earlier_runs, thresholds=thresholds)
     if not found:
         return None
     statuses = {item.status for item in found}
-    return {
-        "status": next(status.value for status in _WORST_FIRST if status in statuses),
-        "job_name": found[0].job_name,
-        "world_size": found[0].world_size,
-        "metrics": [item.as_json() for item in found],
-    }
+    return RegressionSummary(status=next(status for status in _WORST_FIRST if status in statuses),
+                             job_name=found[0].job_name, world_size=found[0].world_size, metrics=found)

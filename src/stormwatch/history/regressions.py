@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from stormwatch.history.frame import job_runs
+from stormwatch.outputs.json_members import Members
 
 
 class RegressionMetric(StrEnum):
@@ -79,6 +80,20 @@ class Regression:
             "change_pct": self.change_pct, "baseline_runs": self.baseline_runs, "status": self.status.value,
             "mad_bytes": self.mad_bytes, "earlier_bytes": list(self.earlier_bytes),
         }
+
+    @classmethod
+    def from_json(cls, members: Members) -> Regression:
+        """What :meth:`as_json` wrote; raises :class:`~stormwatch.outputs.json_members.MemberError`
+        naming a malformed member."""
+        return cls(
+            job_id=members.text("job_id"), job_name=members.text("job_name"),
+            world_size=members.optional_integer("world_size"),
+            metric=members.enum("metric", RegressionMetric, "a regression metric"),
+            value_bytes=members.integer("value_bytes"), baseline_bytes=members.optional_integer("baseline_bytes"),
+            change_pct=members.optional_number("change_pct"), baseline_runs=members.integer("baseline_runs"),
+            status=members.enum("status", RegressionStatus, "a regression status"),
+            mad_bytes=members.optional_integer("mad_bytes"), earlier_bytes=members.integers("earlier_bytes"),
+        )
 
 
 def judge(value: float, earlier: np.ndarray, thresholds: RegressionThresholds) -> tuple[

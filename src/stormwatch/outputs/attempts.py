@@ -18,7 +18,7 @@ says so, else ``incomplete``. ``ended_at_ns`` is the session's end, else its mem
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -27,6 +27,7 @@ from stormwatch.analysis.markers import MarkerKind
 from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.events.sessions import SessionStatus
+from stormwatch.outputs.json_members import Members
 from stormwatch.outputs.verdict import VerdictStatus
 
 OOM_SIGNAL = "alert:error"  # an OOM is an ``error`` event; its marker says it was an OOM
@@ -74,13 +75,12 @@ class FirstCause:
                 "oom": self.oom}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FirstCause:
-        """Raises KeyError, TypeError or ValueError for a malformed entry."""
-        confidence = data.get("confidence")
-        return cls(kind=IndicatorKind(data["kind"]), rank=int(data["rank"]), signal=str(data["signal"]),
-                   severity=str(data["severity"]), timestamp_ns=int(data["timestamp_ns"]),
-                   phase_path=None if data.get("phase_path") is None else str(data["phase_path"]),
-                   confidence=None if confidence is None else float(confidence), oom=data.get("oom") is True)
+    def from_json(cls, members: Members) -> FirstCause:
+        """Raises :class:`~stormwatch.outputs.json_members.MemberError` naming a malformed member."""
+        return cls(kind=members.enum("kind", IndicatorKind, "an indicator kind"), rank=members.integer("rank"),
+                   signal=members.text("signal"), severity=members.text("severity"),
+                   timestamp_ns=members.integer("timestamp_ns"), phase_path=members.optional_text("phase_path"),
+                   confidence=members.optional_number("confidence"), oom=members.flag("oom", False))
 
 
 def oom_ranks(model: DiagnosticsModel) -> tuple[int, ...]:
@@ -171,29 +171,28 @@ class Attempt:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Attempt:
-        """An entry of model.json's ``attempts``; raises KeyError, TypeError or ValueError when malformed."""
+    def from_json(cls, members: Members) -> Attempt:
+        """An entry of model.json's ``attempts`` (its ``description`` is :meth:`describe`'s, not read);
+        raises :class:`~stormwatch.outputs.json_members.MemberError` naming a malformed member."""
         def cause(kind: IndicatorKind) -> FirstCause | None:
-            value = data.get(kind)
-            return None if value is None else FirstCause.from_json(value)
+            found = members.optional_member(kind.value)
+            return None if found is None else FirstCause.from_json(found)
 
-        def optional_int(name: str) -> int | None:
-            return None if data.get(name) is None else int(data[name])
-
-        verdict = data.get("verdict")
+        status = members.enum("status", AttemptStatus, "an attempt status")
         return cls(
-            number=int(data["attempt"]), of=int(data["of"]), session_id=str(data["session_id"]),
-            status=AttemptStatus(data["status"]),
-            session_status=SessionStatus(data.get("session_status") or data["status"]),
-            started_at_ns=int(data["started_at_ns"]), ended_at_ns=optional_int("ended_at_ns"),
-            ranks_present=optional_int("ranks_present"), ranks_expected=optional_int("ranks_expected"),
-            verdict=None if verdict is None else VerdictStatus(verdict),
-            summary=None if data.get("summary") is None else str(data["summary"]),
+            number=members.integer("attempt"), of=members.integer("of"), session_id=members.text("session_id"),
+            status=status,
+            session_status=(members.optional_enum("session_status", SessionStatus, "a session status")
+                            or SessionStatus(status.value)),  # written before it was kept: the attempt's
+            started_at_ns=members.integer("started_at_ns"), ended_at_ns=members.optional_integer("ended_at_ns"),
+            ranks_present=members.optional_integer("ranks_present"),
+            ranks_expected=members.optional_integer("ranks_expected"),
+            verdict=members.optional_enum("verdict", VerdictStatus, "a verdict status"),
+            summary=members.optional_text("summary"),
             earliest=cause(IndicatorKind.EARLIEST), most_severe=cause(IndicatorKind.MOST_SEVERE),
-            oom_ranks=tuple(int(rank) for rank in data.get("oom_ranks") or ()), default=data.get("default") is True,
-            report=None if data.get("report") is None else str(data["report"]),
-            model=None if data.get("model") is None else str(data["model"]),
-            error=None if data.get("error") is None else str(data["error"]),
+            oom_ranks=members.integers("oom_ranks", ()), default=members.flag("default", False),
+            report=members.optional_text("report"), model=members.optional_text("model"),
+            error=members.optional_text("error"),
         )
 
 

@@ -1,20 +1,11 @@
-"""A job's fleet facts together: model.json's ``fleet`` member.
-
-``fleet`` sits beside ``model`` (whose reference fields it never touches)::
-
-    "fleet": {
-      "ranks": [RankFacts, ...],          # one per present rank, rank order (bytes)
-      "outlier_ranks": [{rank, metric, value_bytes, median_bytes, robust_z}, ...],
-      "coverage": {Coverage},
-      "regression": null                  # filled from the audit history, not by the engine
-    }
+"""A job's fleet facts together: what model.json's ``fleet`` member holds beside the regression the
+audit adds (:class:`~stormwatch.outputs.document_fleet.FleetMember`), next to ``model`` (whose
+reference fields it never touches).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.load.loader import LoadResult
@@ -30,17 +21,6 @@ class FleetFacts:
     ranks: tuple[RankFacts, ...]
     outlier_ranks: tuple[OutlierRank, ...]
     coverage: Coverage
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``fleet`` member as plain JSON data (``regression`` is left ``None``)."""
-        return {
-            "ranks": [dataclasses.asdict(fact) for fact in self.ranks],
-            "outlier_ranks": [
-                {**dataclasses.asdict(outlier), "metric": outlier.metric.value} for outlier in self.outlier_ranks
-            ],
-            "coverage": self.coverage.as_dict(),
-            "regression": None,
-        }
 
 
 def fleet_facts(

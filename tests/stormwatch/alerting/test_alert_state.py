@@ -156,7 +156,6 @@ def test_an_earlier_attempts_oom_is_the_jobs_oom(tmp_path: Path) -> None:
     """A job restarted after an OOM: its model.json shows the clean restart, its attempts the OOM."""
     from stormwatch.diagnose import DiagnoseOptions
     from stormwatch.diagnose_sessions import diagnose_job
-    from stormwatch.outputs.model_json import dumps_document
     from tests import builders as b
 
     root = tmp_path / "llama-8r-0142"
@@ -165,7 +164,7 @@ def test_an_earlier_attempts_oom_is_the_jobs_oom(tmp_path: Path) -> None:
     b.write_attempt(root, job_id="run-2", world_size=2, attempt="2", start_ns=START_NS + 60 * 10**9)
     document = diagnose_job([root], job_id=root.name, source_name=root.name,
                             options=DiagnoseOptions(all_sessions=True)).document
-    job = JobFinding.from_document(orjson.loads(dumps_document(document)), report_url=None)
+    job = JobFinding.from_document(orjson.loads(document.to_json()), report_url=None)
     assert job.oom is not None and job.oom.rank == 1 and "attempt 1 of 2" in job.oom.details
     assert job.attempt is not None and job.attempt.description == "attempt 1 of 2, interrupted, OOM on rank 1"
     observed = observe([job], names=NAMES, known_runs={}, fleet_evaluated=False)

@@ -12,7 +12,6 @@ import pytest
 from stormwatch.alerting.findings import JobFinding, finding_from_json, finding_to_json
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.diagnose_sessions import diagnose_job
-from stormwatch.outputs.model_json import dumps_document
 from stormwatch.severity import Severity
 from tests import builders as b
 
@@ -22,7 +21,7 @@ DESCRIPTION = "attempt 1 of 2, interrupted, OOM on rank 3"
 def attempt_document(root: Path, *, all_sessions: bool = True) -> dict[str, Any]:
     diagnosis = diagnose_job([root], job_id="train", source_name="jobs/train",
                              options=DiagnoseOptions(all_sessions=all_sessions))
-    return orjson.loads(dumps_document(diagnosis.document))
+    return orjson.loads(diagnosis.document.to_json())
 
 
 @pytest.fixture(scope="module")

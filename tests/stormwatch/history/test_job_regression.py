@@ -12,7 +12,7 @@ from stormwatch.diagnose import diagnose
 from stormwatch.history.frame import history_frame, job_runs
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.job_regression import judge_run, regression_summary
-from stormwatch.history.regressions import RegressionThresholds, find_regressions
+from stormwatch.history.regressions import RegressionStatus, RegressionThresholds, find_regressions
 from stormwatch.history.rows import history_rows
 from tests import builders as b
 
@@ -35,9 +35,9 @@ def test_judge_run_equals_find_regressions(tmp_path: Path, levels_gib: list[floa
     expected = find_regressions(whole, job_ids=[job_id], thresholds=thresholds)
     assert judge_run(job_id, own, job_runs(earlier), thresholds=thresholds) == expected
     summary = regression_summary(job_id, own, job_runs(earlier), thresholds=thresholds)
-    assert summary is not None and summary["job_name"] == "train-x"
+    assert summary is not None and summary.job_name == "train-x" and summary.metrics == expected
     if levels_gib[-1] >= 1.5:
-        assert summary["status"] == "regression"
+        assert summary.status is RegressionStatus.REGRESSION
     elif len(levels_gib) - 1 < thresholds.min_runs:
-        assert summary["status"] == "no_baseline"
+        assert summary.status is RegressionStatus.NO_BASELINE
     assert judge_run(job_id, own, None, thresholds=thresholds)[0].status.value == "no_baseline"

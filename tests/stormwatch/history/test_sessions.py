@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,23 +18,24 @@ from stormwatch.history.frame import audit_runs, history_frame
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.rows import history_rows
 from stormwatch.history.schema import HISTORY_SCHEMA, PARQUET_METADATA_KEY, SESSION_COLUMNS, conform
+from stormwatch.outputs.document import JobDocument
 from tests import builders as b
 
 AUDIT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def session_documents(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], ...]:
-    """The restarted job's per-session model.json documents, as written (through JSON)."""
+def session_documents(tmp_path_factory: pytest.TempPathFactory) -> tuple[JobDocument, ...]:
+    """The restarted job's per-session model.json documents, as written and read back."""
     root = tmp_path_factory.mktemp("restarted") / "train-7b-0001"
     b.write_restarted_job(root)
     diagnosis = diagnose_job([root], job_id="train-7b-0001", source_name=str(root),
                              options=DiagnoseOptions(all_sessions=True))
-    return tuple(orjson.loads(orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
+    return tuple(JobDocument.from_json(document.to_json(), name=f"{document.selected_session_id}/model.json")
                  for document in diagnosis.session_documents)
 
 
-def test_rows_are_kept_per_session_with_the_jobs_verdict(session_documents: tuple[dict[str, Any], ...]) -> None:
+def test_rows_are_kept_per_session_with_the_jobs_verdict(session_documents: tuple[JobDocument, ...]) -> None:
     rows = history_rows(session_documents, job_names=JobNamePattern(), audit_time=AUDIT).to_pylist()
 
     by_session: dict[str, list[dict[str, Any]]] = {}
@@ -53,7 +53,7 @@ def test_rows_are_kept_per_session_with_the_jobs_verdict(session_documents: tupl
     assert again.num_rows == 8  # one row per (job, session, rank), a repeated document replaces its own
 
 
-def test_a_run_is_as_bad_as_its_worst_session(session_documents: tuple[dict[str, Any], ...]) -> None:
+def test_a_run_is_as_bad_as_its_worst_session(session_documents: tuple[JobDocument, ...]) -> None:
     table = history_rows(session_documents, job_names=JobNamePattern(), audit_time=AUDIT)
     mixed = table.set_column(table.schema.get_field_index("verdict"), "verdict",
                              pa.array(["clean", "critical", None, "warning"] * 2))
@@ -61,7 +61,7 @@ def test_a_run_is_as_bad_as_its_worst_session(session_documents: tuple[dict[str,
     assert runs["verdict"].tolist() == ["critical"] and runs["job_id"].tolist() == ["train-7b-0001"]
 
 
-def test_a_version_1_file_reads_with_null_session_columns(session_documents: tuple[dict[str, Any], ...]) -> None:
+def test_a_version_1_file_reads_with_null_session_columns(session_documents: tuple[JobDocument, ...]) -> None:
     table = history_rows(session_documents, job_names=JobNamePattern(), audit_time=AUDIT)
     old = table.drop_columns(list(SESSION_COLUMNS)).replace_schema_metadata(
         {PARQUET_METADATA_KEY: b'{"schema_version": 1}'})
@@ -81,4 +81,4 @@ def test_documents_from_before_sessions_keep_one_row_per_rank(tmp_path: Path) ->
     diagnosis = diagnose_job([tmp_path / "j"], job_id="bert-1", source_name="x")
     rows = history_rows([diagnosis.document], job_names=JobNamePattern(), audit_time=AUDIT).to_pylist()
     assert [(row["rank"], row["session_id"], row["verdict"], row["session_verdict"]) for row in rows] == [
-        (rank, diagnosis.document["selected_session_id"], "clean", "clean") for rank in (0, 1)]
+        (rank, diagnosis.document.selected_session_id, "clean", "clean") for rank in (0, 1)]

@@ -11,6 +11,7 @@ from stormwatch.analysis.model import IndicatorKind
 from stormwatch.events.sessions import SessionStatus
 from stormwatch.outputs.attempts import Attempt, AttemptStatus, FirstCause, attempt_status, worst_attempt
 from stormwatch.outputs.job_document import job_verdict
+from stormwatch.outputs.json_members import MemberError, Members
 from stormwatch.outputs.session_paths import UnsafeSessionIdError, folder_href, session_folder
 from stormwatch.outputs.verdict import ExitCode, Verdict, VerdictStatus
 from stormwatch.severity import FailOn
@@ -50,9 +51,12 @@ def test_an_attempt_survives_model_json() -> None:
                        default=True, error="its outputs were not written: OSError: disk full", ended_at_ns=5)
     data = orjson.loads(orjson.dumps(original.as_json()))
     assert data["description"] == original.describe() and data["verdict"] == "critical"
-    assert Attempt.from_json(data) == original
-    with pytest.raises((KeyError, ValueError)):
-        Attempt.from_json({**data, "status": "exploded"})
+    assert Attempt.from_json(Members(data)) == original
+    with pytest.raises(MemberError, match='member "attempts.2.status": "exploded" is not an attempt status'):
+        Attempt.from_json(Members({**data, "status": "exploded"}, "attempts.2"))
+    without_rank = {name: value for name, value in data["most_severe"].items() if name != "rank"}
+    with pytest.raises(MemberError, match='member "most_severe.rank": missing'):
+        Attempt.from_json(Members({**data, "most_severe": without_rank}))
 
 
 @pytest.mark.parametrize(("statuses", "restarted", "expected"), [

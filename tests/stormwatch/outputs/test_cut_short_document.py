@@ -15,8 +15,8 @@ from stormwatch.diagnose_sessions import diagnose_job
 from stormwatch.history.sections import fleet_coverage
 from stormwatch.load.cut_short import CutShortFile
 from stormwatch.outputs.cut_short import cut_short_sentence
+from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.fleet import FleetRow, JobStatus, fleet_document, row_from_document
-from stormwatch.outputs.model_json import dumps_document
 from tests import builders as b
 from tests.cut_short_builders import killed_sink_job, snapshot, torn_jsonl_job
 from tests.reference_model import canonical_model, model_differences, reference_model
@@ -27,7 +27,12 @@ SENTENCE = "rank 1: rank_1/events.jsonl ends mid-record {at:.1f} s into the job;
 def _diagnose(root: Path, *, all_sessions: bool) -> dict[str, Any]:
     """The job's model.json as written (through JSON)."""
     job = diagnose_job([root], job_id="job", source_name=str(root), options=DiagnoseOptions(all_sessions=all_sessions))
-    return orjson.loads(dumps_document(job.document))
+    return orjson.loads(job.document.to_json())
+
+
+def _row(document: dict[str, Any], *, report: str | None) -> FleetRow:
+    return row_from_document(JobDocument.from_data(document, name="job/model.json"), status=JobStatus.DIAGNOSED,
+                             report=report)
 
 
 @pytest.mark.parametrize("all_sessions", [False, True])
@@ -73,16 +78,17 @@ def test_an_earlier_attempt_cut_short_is_named_by_its_session(tmp_path: Path) ->
     b.write_attempt(root, job_id="run-2", world_size=2, attempt="attempt-2", start_ns=b.START_NS + 60 * 10**9)
     job = diagnose_job([root], job_id="job", source_name="x", options=DiagnoseOptions(all_sessions=True))
     first, second = job.attempts
-    assert second.default and job.document["selected_session_id"] == second.session_id
-    (cut,) = job.document["cut_short"]
-    assert cut["session_group"] == first.session_id and cut["session_id"] == "run-1-rank1"
+    assert second.default and job.document.selected_session_id == second.session_id
+    (cut,) = job.document.cut_short
+    assert cut.session_group == first.session_id and cut.session_id == "run-1-rank1"
     at = f"{(torn.last_event_ns - b.START_NS) / 1e9:.1f}"
-    assert f"rank 1: {cut['file']} ends mid-record {at} s into session {first.session_id}; " \
-           "the writer stopped abruptly" in job.document["warnings"]
-    assert job.document["fleet"]["coverage"]["ended_abruptly"] == 0  # not in the restart
-    own = next(result.diagnosis.document for result in job.sessions if result.session_id == first.session_id)
-    assert f"rank 1: {cut['file']} ends mid-record {at} s into the job; the writer stopped abruptly" in own["warnings"]
-    assert own["fleet"]["coverage"]["ended_abruptly_ranks"] == [1]
+    assert f"rank 1: {cut.file} ends mid-record {at} s into session {first.session_id}; " \
+           "the writer stopped abruptly" in job.document.warnings
+    assert job.document.fleet is not None and job.document.fleet.facts.coverage.ended_abruptly == 0  # not the restart
+    own = next(result.diagnosis.document for result in job.sessions
+               if result.session_id == first.session_id and result.diagnosis is not None)
+    assert f"rank 1: {cut.file} ends mid-record {at} s into the job; the writer stopped abruptly" in own.warnings
+    assert own.fleet is not None and own.fleet.facts.coverage.ended_abruptly_ranks == (1,)
 
 
 def test_a_clean_job_says_nothing(tmp_path: Path) -> None:
@@ -91,14 +97,14 @@ def test_a_clean_job_says_nothing(tmp_path: Path) -> None:
         document = _diagnose(tmp_path / "job", all_sessions=all_sessions)
         assert document["cut_short"] == [] and document["warnings"] == []
         assert document["fleet"]["coverage"]["ended_abruptly"] == 0
-        assert row_from_document(document, status=JobStatus.DIAGNOSED, report=None).cut_short == ()
+        assert _row(document, report=None).cut_short == ()
 
 
 def test_the_fleet_row_says_which_file_of_which_rank(tmp_path: Path) -> None:
     root = tmp_path / "job"
     _, torn = killed_sink_job(root, world_size=2, torn_rank=1)
     document = _diagnose(root, all_sessions=True)
-    row = row_from_document(document, status=JobStatus.DIAGNOSED, report="job/report.html")
+    row = _row(document, report="job/report.html")
     (entry,) = row.cut_short
     assert entry == {"rank": 1, "file": document["cut_short"][0]["file"],
                      "at_s": round((torn.last_event_ns - b.START_NS) / 1e9, 3), "session_id": "run-1-rank1",

@@ -8,6 +8,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.fleet import (
     FACT_COLUMNS,
     RANK_COLUMNS,
@@ -18,11 +19,13 @@ from stormwatch.outputs.fleet import (
     row_from_document,
     with_carried_ranks,
 )
+from tests.stormwatch.outputs.golden_jobs import expected
 
 GIB = 1024**3
 COVERAGE = {"expected_ranks": 3, "present_ranks": 2, "missing_ranks": [2], "ranks_present_percent": 66.67,
             "sessions": 2, "sessions_without_stop": 0, "session_ids_without_stop": [],
-            "schema_versions": {"3": 20}, "collectors": {"stormlog.cuda_tracker": 20}, "load_warnings": 0}
+            "schema_versions": {"3": 20}, "collectors": {"stormlog.cuda_tracker": 20}, "load_warnings": 0,
+            "ended_abruptly": 0, "ended_abruptly_ranks": []}
 OUTLIER = {"rank": 1, "metric": "peak_reserved_bytes", "value_bytes": 30 * GIB, "median_bytes": 2 * GIB,
            "robust_z": None}
 
@@ -33,20 +36,20 @@ def fact(rank: int, reserved: int) -> dict[str, object]:
             "device_total_bytes": 80 * GIB, "hidden_gap_peak_bytes": GIB}
 
 
-def document(job_id: str = "job-1", *, fleet: bool = True) -> dict[str, object]:
+def document(job_id: str = "job-1", *, fleet: bool = True) -> JobDocument:
+    """A real model.json (a golden one) with three ranks, rank 2 missing, and the facts above."""
     rows = [{"rank": rank, "availability": "missing" if rank == 2 else "present", "samples": 0 if rank == 2 else 10,
              "has_anomaly": False} for rank in range(3)]
-    doc: dict[str, object] = {
-        "job_id": job_id, "verdict": {"status": "clean", "exit_code": 0},
-        "model": {"rows": rows, "expected_ranks": [0, 1, 2], "present_ranks": [0, 1], "missing_ranks": [2]},
-    }
-    if fleet:
-        doc["fleet"] = {"ranks": [fact(0, 2 * GIB), fact(1, 30 * GIB)], "outlier_ranks": [OUTLIER],
-                        "coverage": COVERAGE, "regression": None}
-    return doc
+    doc = orjson.loads(expected("one-session/model.json"))
+    doc.update(job_id=job_id, verdict={"status": "clean", "exit_code": 0, "summary": "clean: 2/3 ranks present"},
+               model={"rows": rows, "indicators": [], "expected_ranks": [0, 1, 2], "present_ranks": [0, 1],
+                      "missing_ranks": [2], "per_rank_timelines": {}},
+               fleet={"ranks": [fact(0, 2 * GIB), fact(1, 30 * GIB)], "outlier_ranks": [OUTLIER], "coverage": COVERAGE,
+                      "regression": None} if fleet else None)
+    return JobDocument.from_data(doc, name=f"{job_id}/model.json")
 
 
-def row_of(doc: dict[str, object]) -> FleetRow:
+def row_of(doc: JobDocument) -> FleetRow:
     return row_from_document(doc, status=JobStatus.DIAGNOSED, report="r.html")
 
 

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from datetime import UTC, datetime
 
 import orjson
-import pandas as pd
 import pytest
 
 import stormwatch
 from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.load.tree import Entry
-from stormwatch.outputs.fleet import FleetRow, JobStatus, fleet_document, rank_table, row_from_document
+from stormwatch.outputs.document import JobDocument
+from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document, rank_table, row_from_document
 from stormwatch.outputs.model_json import input_fingerprint
-from stormwatch.outputs.verdict import ExitCode, VerdictStatus, decide_verdict, exit_code_for
+from stormwatch.outputs.verdict import ExitCode, Verdict, VerdictStatus, decide_verdict, exit_code_for
 from stormwatch.severity import FailOn, Severity
+from tests.stormwatch.outputs.golden_jobs import expected
 
 
 def make_indicator(*, kind: str = "most_severe", severity: str = "warning", rank: int = 0) -> AnomalyIndicator:
@@ -169,9 +171,14 @@ def test_version_comes_from_package_metadata() -> None:
 @pytest.mark.parametrize("status", [*VerdictStatus, None])
 def test_fleet_row_verdict_is_the_enum_and_serialises_as_its_value(status) -> None:
     value = None if status is None else status.value
-    document = {"job_id": "j", "verdict": {"status": value, "exit_code": 0}, "model": {"rows": [{"rank": 0}]}}
-    row = row_from_document(document, status=JobStatus.DIAGNOSED, report=None, exit_code=ExitCode.FINDINGS)
-    assert row.verdict is status and type(row.exit_code) is int
+    golden = JobDocument.from_json(expected("one-session/model.json"), name="one-session/model.json")
+    if status is None:  # a job that failed has a row without a verdict
+        row = failed_row("j", status=JobStatus.FAILED, error="OSError: gone")
+    else:
+        document = dataclasses.replace(golden, verdict=Verdict(status, ExitCode.CLEAN, f"{value}: test"))
+        row = row_from_document(document, status=JobStatus.DIAGNOSED, report=None, exit_code=ExitCode.FINDINGS)
+        assert type(row.exit_code) is int
+    assert row.verdict is status
     data = row.as_json()
     assert data["verdict"] == value and type(data["verdict"]) is type(value)  # a plain str, not the enum
     assert FleetRow.from_json(orjson.loads(orjson.dumps(data))) == row
@@ -179,5 +186,5 @@ def test_fleet_row_verdict_is_the_enum_and_serialises_as_its_value(status) -> No
     assert list(summary)[-5:] == ["clean", "info", "warning", "critical", "empty"]
     assert all(type(key) is str for key in summary)
     assert [summary[item.value] for item in VerdictStatus] == [int(item is status) for item in VerdictStatus]
-    (cell,) = rank_table([row])["verdict"].tolist()
-    assert cell == value if status is not None else cell is pd.NA
+    cells = rank_table([row])["verdict"].tolist()
+    assert cells == [value] * 4 if status is not None else cells == []

@@ -4,7 +4,6 @@ flags the outlier rank."""
 from __future__ import annotations
 
 import io
-from datetime import datetime
 from pathlib import Path
 
 import orjson
@@ -12,7 +11,7 @@ import pandas as pd
 
 from stormwatch.diagnose import DiagnoseOptions, diagnose
 from stormwatch.outputs.fleet import FleetRow, JobStatus, rank_table, row_from_document
-from stormwatch.outputs.model_json import dumps_document, model_document
+from stormwatch.outputs.job_document import session_document
 from tests.builders import GIB, MIB, Sample, ramp, write_multi_rank_job
 
 HEAVY_RANK = 5
@@ -41,15 +40,13 @@ def test_one_heavy_rank_of_eight_is_the_one_outlier(tmp_path: Path) -> None:
     assert fleet["coverage"]["ranks_present_percent"] == 100.0 and fleet["coverage"]["sessions"] == 8
 
     # the fleet member only adds: every other member is the same bytes as a document without it
-    plain = model_document(diagnosis.loaded, diagnosis.model, diagnosis.verdict, job_id="heavy", source="heavy",
-                           fingerprint=document["input_fingerprint"], engine_version=document["engine_version"],
-                           options=document["options"], generated_at=datetime.fromisoformat(document["generated_at"]))
-    assert plain["fleet"] is None and list(document)[-2:] == ["model", "fleet"]
-    without_fleet = {key: value for key, value in diagnosis.document.items() if key != "fleet"}
-    assert dumps_document(without_fleet) == dumps_document({key: value for key, value in plain.items()
-                                                            if key != "fleet"})
+    plain = session_document(diagnosis.loaded, diagnosis.model, diagnosis.verdict, job_id="heavy", source="heavy",
+                             fingerprint=document["input_fingerprint"], engine_version=document["engine_version"],
+                             options=document["options"], fleet=None, generated_at=diagnosis.document.generated_at)
+    assert plain.fleet is None and list(document)[-2:] == ["model", "fleet"]
+    assert plain.to_json() == orjson.dumps({**document, "fleet": None})
 
-    row = row_from_document(document, status=JobStatus.DIAGNOSED, report="heavy/report.html")
+    row = row_from_document(diagnosis.document, status=JobStatus.DIAGNOSED, report="heavy/report.html")
     assert row.outlier_ranks == (outlier,) and row.coverage == fleet["coverage"]
     assert FleetRow.from_json(orjson.loads(orjson.dumps(row.as_json()))) == row
     buffer = io.BytesIO()
@@ -66,13 +63,13 @@ def test_a_rank_filter_limits_the_fleet_facts(tmp_path: Path) -> None:
     write_multi_rank_job(tmp_path / "job", world_size=8, samples=samples, job_id="heavy")
     diagnosis = diagnose([tmp_path / "job"], job_id="heavy", source_name="heavy",
                          options=DiagnoseOptions(ranks="0-4"))
-    fleet = diagnosis.document["fleet"]
-    assert [fact["rank"] for fact in fleet["ranks"]] == [0, 1, 2, 3, 4]
-    assert fleet["outlier_ranks"] == [] and fleet["coverage"]["expected_ranks"] == 5
+    fleet = diagnosis.document.fleet
+    assert fleet is not None and [fact.rank for fact in fleet.facts.ranks] == [0, 1, 2, 3, 4]
+    assert fleet.facts.outlier_ranks == () and fleet.facts.coverage.expected_ranks == 5
 
 
 def test_an_empty_job_has_fleet_facts_without_ranks(tmp_path: Path) -> None:
     (tmp_path / "job").mkdir()
-    fleet = diagnose([tmp_path / "job"], job_id="empty", source_name="empty").document["fleet"]
-    assert fleet["ranks"] == [] and fleet["outlier_ranks"] == []
-    assert fleet["coverage"]["ranks_present_percent"] is None
+    fleet = diagnose([tmp_path / "job"], job_id="empty", source_name="empty").document.fleet
+    assert fleet is not None and fleet.facts.ranks == () and fleet.facts.outlier_ranks == ()
+    assert fleet.facts.coverage.ranks_present_percent is None

@@ -127,8 +127,8 @@ def test_fetched_job_diagnoses(backend: Backend, tmp_path: Path) -> None:
     reference = diagnose([source], job_id="job-3", source_name=str(source))
 
     assert diagnosis.verdict == reference.verdict
-    assert diagnosis.document["model"]["rows"] == reference.document["model"]["rows"]
-    assert diagnosis.document["source"] == backend.storage.job_source("job-3")
+    assert diagnosis.document.model.rows == reference.document.model.rows
+    assert diagnosis.document.source == backend.storage.job_source("job-3")
 
 
 def test_fetch_refuses_jobs_over_max_bytes(backend: Backend) -> None:
