@@ -28,9 +28,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from stormwatch.alerting import collector
-from stormwatch.alerting.alert_file import AlertBook, read_book
+from stormwatch.alerting.alert_file import AlertBook, read_book, rebuild_note
 from stormwatch.alerting.alert_records import AlertRecord, AlertStatus, TargetState, Transition
 from stormwatch.alerting.alert_state import advance, seeded
+from stormwatch.alerting.claims import settle_claims
 from stormwatch.alerting.decisions import (
     Circumstances,
     TargetPlan,
@@ -74,7 +75,8 @@ class NotifyResult:
     ``alerts`` member.
 
     ``sent``/``failed``: messages delivered / not delivered in this call; ``skipped``: findings newly
-    recorded without any send. ``problems``: unreadable ledger lines and alert records, and the
+    recorded without any send. ``problems`` (also on the index): unreadable ledger lines and alert records,
+    a rebuilt alert state, claims a stopped audit left, and the
     configuration errors. ``refused``: why nothing was sent (the claim was refused). No field holds a secret.
     """
 
@@ -90,6 +92,7 @@ class NotifyResult:
     overview: Mapping[str, object] = field(default_factory=dict)
     notes: tuple[ConfigNote, ...] = ()
     refused: str | None = None
+    rebuilt: str | None = None  # why the alert state was rebuilt from the ledger (a damaged or lost alerts.json)
 
     @property
     def changed(self) -> bool:
@@ -163,7 +166,7 @@ def _ledger_state(record: AlertRecord, transition: Transition) -> Transition:
     return Transition.NEW if transition is Transition.NEW else Transition.STILL_FIRING
 
 
-def _lines(decided: _Decided, settled: Settled, state: LedgerState, stamp: str
+def _lines(decided: _Decided, settled: Settled, state: LedgerState, stamp: str, token: str
            ) -> tuple[list[Decision], int]:
     """The ledger lines whose decision changed (or that sent), and how many of them sent nothing."""
     lines, skipped = [], 0
@@ -189,7 +192,7 @@ def _lines(decided: _Decided, settled: Settled, state: LedgerState, stamp: str
             state_now = _ledger_state(record, decided.transitions[fingerprint])
             lines.append(Decision(key=key, severity=record.severity, decided_at=stamp, channels=channels,
                                   alert=fingerprint.text, state=state_now.value, silenced_by=record.silenced_by,
-                                  inhibited_by=record.inhibited_by))
+                                  inhibited_by=record.inhibited_by, claim=token if attempted else None))
             skipped += 0 if attempted else 1
     return lines, skipped
 
@@ -234,7 +237,7 @@ def _settled_result(decided: _Decided, runs: Mapping[str, RunMark], messages: Se
         return done if done is not None else held_state(record.targets.get(plan.target), plan)
 
     new_book = AlertBook(_with_targets(decided, state_of).records, runs)
-    decisions, skipped = _lines(decided, settled, state, stamp)
+    decisions, skipped = _lines(decided, settled, state, stamp, token)
     notes = _notes(state, config, stamp)
     return NotifyResult(
         ledger=append_lines(ledger, [*notes, *decisions]),
@@ -246,7 +249,7 @@ def _settled_result(decided: _Decided, runs: Mapping[str, RunMark], messages: Se
         alerts=new_book.to_bytes(),
         token=token,
         settled=settled,
-        overview=alert_overview(new_book, table, now=now, problems=[e for e in config.values() if e]),
+        overview=alert_overview(new_book, table, now=now, problems=list(problems)),
         notes=tuple(notes),
     )
 
@@ -263,6 +266,7 @@ def notify_jobs(
     fleet_evaluated: bool = False,
     config: Mapping[str, str | None] | None = None,
     claim: Claim | None = None,
+    repairs: Sequence[str] = (),
 ) -> NotifyResult:
     """Decide, send and record notifications; never raises for a channel's failure.
 
@@ -271,7 +275,8 @@ def notify_jobs(
     alert state, alerts the ledger shows sent count as told); ``now``: the decision time (naive means
     UTC); ``routes``: None sends everything to the default receiver; ``config``: configuration files
     read (name -> error text, None when fine), recorded in the ledger when their state changes;
-    ``claim``: called with the alert state holding this call's claims before anything is sent.
+    ``claim``: called with the alert state holding this call's claims before anything is sent;
+    ``repairs``: lines saying what the caller repaired in the files read (reported with the problems).
     """
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     stamp = now.isoformat()
@@ -279,10 +284,13 @@ def notify_jobs(
     with collector.paused():  # here and after the sends, never around them: see collector (bench/README.md)
         state = read_ledger(ledger)
         book = read_book(alerts)
+        rebuilt = rebuild_note(alerts, book, has_ledger=bool(state.latest))
+        left_over = settle_claims(book, state.claims)  # claims of an audit that stopped: see claims
+        book = left_over.book
         names = settings.alerting.job_names()
         observed = observe(jobs, names=names, known_runs=book.runs, fleet_evaluated=fleet_evaluated)
         advanced, transitions = advance(book, observed, now=now)
-        if alerts is None:
+        if alerts is None or rebuilt is not None:  # no usable state: what the ledger shows sent stays told
             advanced = seeded(advanced, transitions, state.latest, names)
         table = routes or RouteTable.only(default_receiver(settings))
         decided = _decide(advanced, transitions, table, silences or SilenceBook(), settings, now)
@@ -291,7 +299,8 @@ def notify_jobs(
         messages = outgoing([plan for plans in decided.plans.values() for plan in plans], decided.records,
                             decided.inhibitions, group_above=settings.alerting.group_above, digest=settings.digest,
                             notify_on=settings.notify_on)
-    problems = (*state.problems, *book.problems, *(error for error in (config or {}).values() if error))
+    problems = (*repairs, *state.problems, *book.problems, *((rebuilt,) if rebuilt else ()), *left_over.problems(),
+                *(error for error in (config or {}).values() if error))
     for problem in problems:
         log.warning("notify: %s", problem)
     if claimed is not None and claim is not None and not claim(claimed):
@@ -303,5 +312,6 @@ def notify_jobs(
     with collector.paused():
         result = _settled_result(decided, advanced.runs, messages, deliveries, ledger=ledger, state=state,
                                  problems=problems, token=token, table=table, config=config or {}, now=now)
+    result = replace(result, rebuilt=rebuilt)
     log.info("notify: %s", result.summary())
     return result

@@ -4,9 +4,13 @@ Reads ``notifications.jsonl`` (the ledger), ``alerts.json`` (the alert state, wi
 the routes (``--routes`` file or ``reports/routes.toml``) and ``reports/silences.json``. Before
 sending, the alert state holding this audit's claims replaces the version read (a conditional
 write): if another audit changed it meanwhile (this one lost its lease, say), nothing is sent.
-After sending, the settled state replaces the claimed version; should another audit have written
-in between, this audit's outcomes are merged into its state. The ledger is then written whole
-when it changed, and fleet.json's ``alerts`` member and the index are refreshed.
+After sending, the ledger is written first, its lines carrying this audit's claim token, so an
+audit killed here leaves claims the next one settles from the ledger at once
+(:mod:`stormwatch.alerting.claims`); then the settled state replaces the claimed version (should
+another audit have written in between, this audit's outcomes are merged into its state), and
+fleet.json's ``alerts`` member and the index are refreshed. An alerts.json that is empty or
+unreadable is rebuilt from the ledger (what it shows sent stays told) and its bytes kept under
+``reports/damaged/``.
 
 Sending never fails the audit: :func:`notify_jobs` does not raise, a bad routes or silences file
 is an error recorded in the ledger and shown on the index (the default receiver gets everything,
@@ -26,12 +30,12 @@ from prefect.cache_policies import NO_CACHE
 
 from stormwatch.alerting.alert_state import merged
 from stormwatch.alerting.findings import JobFinding
-from stormwatch.alerting.ledger import LedgerState, read_ledger, undecided
+from stormwatch.alerting.ledger import LedgerState, read_ledger, undecided, without_unreadable_lines
 from stormwatch.analysis.model import IndicatorKind
 from stormwatch.outputs.fleet import FleetRow
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.reports.render import render_index
-from stormwatch.tasks.notify.config_store import load_alert_config
+from stormwatch.tasks.notify.config_store import load_alert_config, report_name
 from stormwatch.tasks.notify.dispatch import NotifyResult, default_receiver, notify_jobs
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.storage.open import storage_for
@@ -42,6 +46,7 @@ from stormwatch.tasks.storage.protocol import (
     NOTIFICATIONS_KEY,
     Storage,
     StorageSettings,
+    damaged_key,
     model_json_key,
 )
 
@@ -77,6 +82,21 @@ def unchanged_findings(
         except (orjson.JSONDecodeError, ValueError):
             continue
     return findings
+
+
+def repair_ledger(storage: Storage, ledger: bytes | None, *, now: datetime) -> tuple[bytes | None, tuple[str, ...]]:
+    """The ledger without its unreadable lines, rewritten so, the original kept under ``reports/damaged/``;
+    and the line saying so (none when every line reads). Run under the audit lease: nobody appends meanwhile."""
+    if ledger is None or not read_ledger(ledger).problems:
+        return ledger, ()
+    repair = without_unreadable_lines(ledger)
+    kept = damaged_key(NOTIFICATIONS_KEY, now)
+    storage.write_report(kept, ledger, content_type=MediaType.NDJSON)
+    storage.write_report(NOTIFICATIONS_KEY, repair.kept, content_type=MediaType.NDJSON)
+    lines = ", ".join(str(number) for number in repair.dropped[:10]) + (" ..." if len(repair.dropped) > 10 else "")
+    noun = "line" if len(repair.dropped) == 1 else "lines"
+    return repair.kept, (f"{report_name(storage, NOTIFICATIONS_KEY)} {noun} {lines} unreadable: taken out, the file "
+                         f"as it was kept as {report_name(storage, kept)}",)
 
 
 def commit_alerts(storage: Storage, result: NotifyResult, *, version: str | None, read: bytes | None) -> bool:
@@ -124,7 +144,7 @@ def notify_step(
 ) -> dict[str, object]:
     """Decide and send for ``findings`` (``fleet_evaluated``: they include the fleet's regressions and
     suspect devices, computed now); returns counts for the flow's summary."""
-    ledger = storage.read_report(NOTIFICATIONS_KEY)
+    ledger, repaired = repair_ledger(storage, storage.read_report(NOTIFICATIONS_KEY), now=now)
     current = storage.read_report_versioned(ALERTS_KEY)
     alerts, version = (None, None) if current is None else current
     if unchanged:  # jobs whose decision the ledger lacks (a failed write, no alert state yet): evaluated again
@@ -140,7 +160,8 @@ def notify_step(
         return claimed[0] is not None
 
     result = notify_jobs(findings, ledger=ledger, settings=settings, now=now, alerts=alerts, routes=config.routes,
-                         silences=config.silences, fleet_evaluated=fleet_evaluated, config=config.files, claim=claim)
+                         silences=config.silences, fleet_evaluated=fleet_evaluated, config=config.files, claim=claim,
+                         repairs=repaired)
     summary: dict[str, object] = {
         "sent": result.sent, "failed": result.failed, "skipped": result.skipped,
         "channels": [str(channel) for channel in settings.channels], "problems": list(result.problems),
@@ -148,11 +169,13 @@ def notify_step(
     }
     if result.refused:
         return {**summary, "refused": result.refused}
+    if result.rebuilt is not None and alerts:  # the damaged state is kept for people, never read again
+        storage.write_report(damaged_key(ALERTS_KEY, now), alerts, content_type=MediaType.JSON)
+    if result.changed:  # the sends recorded first: a claim left in alerts.json is settled from these lines
+        storage.write_report(NOTIFICATIONS_KEY, result.ledger, content_type=MediaType.NDJSON)
     stored = commit_alerts(storage, result, version=claimed[0], read=None if claimed[0] != version else alerts)
     if not stored:
         summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]
-    if result.changed:
-        storage.write_report(NOTIFICATIONS_KEY, result.ledger, content_type=MediaType.NDJSON)
     publish_overview(storage, result.overview)
     return summary
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
@@ -40,10 +41,13 @@ ALERTS_KEY = "alerts.json"  # the alert state (stormwatch.tasks.notify.step)
 ROUTES_KEY = "routes.toml"  # notification routes kept in storage (stormwatch.tasks.notify.config_store)
 SILENCES_KEY = "silences.json"  # silences (stormwatch silence add/list/expire)
 SILENCES_BACKUP_KEY = "silences.last-good.json"  # the last silences.json that read (config_store)
+DAMAGED_FOLDER = "damaged"  # reports/damaged/<key>.<UTC stamp>: damaged state files, kept for people
 #: Names at the top of the report folder that are no job's: a job id equal to one is refused.
 FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY,
-                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, SILENCES_BACKUP_KEY, HISTORY_FOLDER})
+                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, SILENCES_BACKUP_KEY, HISTORY_FOLDER,
+                               DAMAGED_FOLDER})
 LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (stormwatch.tasks.storage.lease), never a job id
+COMMITS_FOLDER = ".commits"  # reports/.commits/<batch>.parquet: jobs done, not yet in fleet.json (tasks.commits)
 
 StorageScheme = Literal["file", "s3"]
 
@@ -157,6 +161,8 @@ def job_problem(raw: str) -> str | None:
         problem = "collides with a fleet report file name"
     elif problem is None and raw == LOCKS_FOLDER:
         problem = "collides with the reports' lease folder name"
+    elif problem is None and raw == COMMITS_FOLDER:
+        problem = "collides with the reports' commit folder name"
     return problem
 
 
@@ -178,6 +184,11 @@ def check_report_key(key: str) -> tuple[str, ...]:
         if problem is not None:
             raise ReportKeyError(f"report key {key!r} is refused: segment {part[:60]!r} {problem}")
     return parts
+
+
+def damaged_key(key: str, when: datetime) -> str:
+    """Where a damaged report object ``key`` is kept: ``damaged/<key>.<YYYYMMDDTHHMMSSZ>``."""
+    return f"{DAMAGED_FOLDER}/{key}.{when.astimezone(UTC):%Y%m%dT%H%M%SZ}"
 
 
 def model_json_key(job_id: str) -> str:
@@ -301,4 +312,10 @@ class Storage(Protocol):
 
     def delete_report(self, key: str) -> bool:
         """Remove a report object; ``False`` when it was not there."""
+        ...
+
+    def sweep_temporaries(self) -> list[str]:
+        """Remove the temporary files of writes that died (locally ``.<name>.*.tmp``; S3 writes leave
+        none); the report paths removed. Only the audit lease's holder may call it: any other
+        writer's file in progress would be taken for a dead one."""
         ...

@@ -246,6 +246,25 @@ def read_book(data: bytes | None) -> AlertBook:
         return _read(data)
 
 
+def unusable(data: bytes | None, book: AlertBook) -> bool:
+    """Whether ``data`` is an alert state that holds nothing usable: empty, or unreadable as a whole
+    (a write cut short, garbage). None (no file) is not unusable: it is no state yet."""
+    if data is None:
+        return False
+    return not data.strip() or (bool(book.problems) and not book.records and not book.runs)
+
+
+def rebuild_note(data: bytes | None, book: AlertBook, *, has_ledger: bool) -> str | None:
+    """The line saying the alert state is rebuilt from the ledger (what it shows sent stays told),
+    None when the state read is usable, or when there is neither a state nor a ledger (a first audit)."""
+    if unusable(data, book):
+        what = "empty" if data is not None and not data.strip() else "unreadable"
+        return f"alerts.json {what}: the alert state is rebuilt from notifications.jsonl"
+    if data is None and has_ledger:
+        return "alerts.json missing: the alert state is rebuilt from notifications.jsonl"
+    return None
+
+
 def _read(data: bytes) -> AlertBook:
     try:
         document = orjson.loads(data)
@@ -258,7 +277,7 @@ def _read(data: bytes) -> AlertBook:
         if not isinstance(findings, dict):
             raise TypeError("findings is not an object")
     except (orjson.JSONDecodeError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return AlertBook(problems=(f"alerts.json unreadable ({type(exc).__name__}); starting a new alert state",))
+        return AlertBook(problems=(f"alerts.json unreadable ({type(exc).__name__})",))
     read = _record_v1 if document["version"] == 1 else _FindingReader(findings).record
     records: dict[Fingerprint, AlertRecord] = {}
     problems = []

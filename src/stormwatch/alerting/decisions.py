@@ -1,8 +1,7 @@
 """What to do, per alert and target, in one audit: send (new, repeat, resolved) or hold with a status.
 
 For a firing alert, in order: below ``notify_on`` (fleet-wide kinds excepted) -> skipped; inhibited;
-silenced; the target not configured; a send claimed by another audit less than ``claim_timeout``
-ago -> in flight; never told in this episode (or its first send failed) -> send; observed again
+silenced; the target not configured; never told in this episode (or its first send failed) -> send; observed again
 now and last told at least ``repeat_interval`` ago, or a repeat that failed -> send again; else
 still firing. For an alert that resolved now (or whose resolved message failed): a resolved
 message when the receiver (``send_resolved``) or the policy asks for it, the alert is not
@@ -70,9 +69,6 @@ def _firing(record: AlertRecord, target: TargetState | None, *, configured: bool
         return Action.HOLD, ChannelStatus.SILENCED
     if not configured:
         return Action.HOLD, ChannelStatus.NOT_CONFIGURED
-    if target is not None and target.claim is not None and not _elapsed(target.claimed_at, now,
-                                                                         policy.claim_timeout):
-        return Action.HOLD, ChannelStatus.IN_FLIGHT
     if target is None or target.notified_at is None:
         return Action.SEND_NEW, ChannelStatus.SENT
     if target.status in (ChannelStatus.FAILED, ChannelStatus.IN_FLIGHT):

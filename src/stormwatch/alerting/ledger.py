@@ -21,8 +21,11 @@ Lines with ``"type": "config"`` record a routes or silences file that could not 
 usable again: ``error`` null), naming the file and line; they are folded per file.
 
 The latest line of a key is its current state. Identity is the five fields, not the
-``key`` text (which is for people and grep). Unreadable lines (a torn last write)
-are skipped with a problem noted, never fatal; existing bytes are never rewritten.
+``key`` text (which is for people and grep). A line whose sends were attempted carries the
+deciding audit's ``claim`` token: the ledger is written before the alert state settles, so a
+later audit that finds that claim still in alerts.json reads here what the sends came to.
+Unreadable lines (a torn last write) are skipped with a problem noted, never fatal; existing
+bytes are never rewritten.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ class Decision:
     state: str | None = None
     silenced_by: str | None = None
     inhibited_by: str | None = None
+    claim: str | None = None  # the deciding call's claim token, on lines whose sends it attempted
 
     def status(self, channel: str) -> ChannelStatus | None:
         outcome = self.channels.get(channel)
@@ -132,7 +136,7 @@ class Decision:
             "channels": {str(name): outcome.to_json() for name, outcome in self.channels.items()},
         }
         extra = {"alert": self.alert, "state": self.state, "silenced_by": self.silenced_by,
-                 "inhibited_by": self.inhibited_by}
+                 "inhibited_by": self.inhibited_by, "claim": self.claim}
         document.update((name, value) for name, value in extra.items() if value is not None)
         return orjson.dumps(document) + b"\n"
 
@@ -153,7 +157,7 @@ class Decision:
                     ChannelStatus(raw["status"]), int(raw.get("attempts", 0)), None if error is None else str(error)
                 )
         optional = {name: None if document.get(name) is None else str(document[name])
-                    for name in ("alert", "state", "silenced_by", "inhibited_by")}
+                    for name in ("alert", "state", "silenced_by", "inhibited_by", "claim")}
         return cls(key=key, severity=Severity(document["severity"]), decided_at=str(document["decided_at"]),
                    channels=channels, **optional)
 
@@ -184,6 +188,8 @@ class LedgerState:
     latest: Mapping[FindingKey, Decision]
     problems: tuple[str, ...] = ()
     config: Mapping[str, ConfigNote] = field(default_factory=dict)  # latest note per file
+    #: What each claim's sends came to: claim token -> (alert fingerprint text, target) -> the line.
+    claims: Mapping[str, Mapping[tuple[str, str], Decision]] = field(default_factory=dict)
 
     def status(self, key: FindingKey, channel: str) -> ChannelStatus | None:
         decision = self.latest.get(key)
@@ -193,6 +199,7 @@ class LedgerState:
 def read_ledger(data: bytes | None) -> LedgerState:
     latest: dict[FindingKey, Decision] = {}
     config: dict[str, ConfigNote] = {}
+    claims: dict[str, dict[tuple[str, str], Decision]] = {}
     problems: list[str] = []
     for number, line in enumerate((data or b"").splitlines(), start=1):
         if not line.strip():
@@ -208,7 +215,34 @@ def read_ledger(data: bytes | None) -> LedgerState:
             problems.append(f"notifications.jsonl line {number}: unreadable ({type(exc).__name__}); skipped")
             continue
         latest[decision.key] = decision
-    return LedgerState(latest, tuple(problems), config)
+        if decision.claim is not None and decision.alert is not None:
+            recorded = claims.setdefault(decision.claim, {})
+            for target in decision.channels:
+                recorded[decision.alert, target] = decision
+    return LedgerState(latest, tuple(problems), config, claims)
+
+
+@dataclass(frozen=True)
+class LedgerRepair:
+    """A ledger without its unreadable lines (``kept``) and those lines' 1-based numbers."""
+
+    kept: bytes
+    dropped: tuple[int, ...]
+
+
+def without_unreadable_lines(data: bytes | None) -> LedgerRepair:
+    """``data`` with every line :func:`read_ledger` cannot read taken out (blank lines too), the rest
+    byte for byte; a torn last line (no newline) is dropped like any other unreadable line."""
+    kept: list[bytes] = []
+    dropped: list[int] = []
+    for number, line in enumerate((data or b"").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if read_ledger(line).problems:
+            dropped.append(number)
+        else:
+            kept.append(line + b"\n")
+    return LedgerRepair(b"".join(kept), tuple(dropped))
 
 
 def append_lines(data: bytes | None, decisions: Iterable[Decision | ConfigNote]) -> bytes:

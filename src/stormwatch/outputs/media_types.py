@@ -14,3 +14,4 @@ class MediaType(StrEnum):
     NDJSON = "application/x-ndjson"  # notifications.jsonl: one JSON object a line
     HTML = "text/html; charset=utf-8"  # report.html, index.html
     PARQUET = "application/vnd.apache.parquet"  # fleet.parquet, history partitions
+    OCTETS = "application/octet-stream"  # damaged files kept as they were (reports/damaged/)

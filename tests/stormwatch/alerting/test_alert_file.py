@@ -8,7 +8,7 @@ from datetime import timedelta
 import orjson
 import pytest
 
-from stormwatch.alerting.alert_file import VERSION, AlertBook, read_book
+from stormwatch.alerting.alert_file import VERSION, AlertBook, read_book, rebuild_note, unusable
 from stormwatch.alerting.alert_records import AlertRecord, AlertStatus, TargetState
 from stormwatch.alerting.kinds import AlertKind
 from stormwatch.alerting.ledger import ChannelStatus, FindingKey
@@ -114,7 +114,21 @@ def test_a_record_that_cannot_be_read_is_skipped_with_a_problem(change: str, ski
                                   b"[1]", b"{not json"])
 def test_a_document_that_cannot_be_read_is_an_empty_state_with_one_problem(data: bytes) -> None:
     book = read_book(data)
-    assert book.records == {} and len(book.problems) == 1 and "starting a new alert state" in book.problems[0]
+    assert book.records == {} and len(book.problems) == 1 and book.problems[0].startswith("alerts.json unreadable (")
+    assert unusable(data, book)
+    assert rebuild_note(data, book, has_ledger=False) == (
+        "alerts.json unreadable: the alert state is rebuilt from notifications.jsonl")
+
+
+@pytest.mark.parametrize(("data", "has_ledger", "note"), [
+    (None, False, None),
+    (None, True, "alerts.json missing: the alert state is rebuilt from notifications.jsonl"),
+    (b"", False, "alerts.json empty: the alert state is rebuilt from notifications.jsonl"),
+    (b" \n", True, "alerts.json empty: the alert state is rebuilt from notifications.jsonl"),
+    (b'{"version": 2, "findings": {}, "alerts": []}', True, None),
+], ids=["first audit", "deleted", "zero bytes", "blank", "an empty but valid state"])
+def test_a_lost_alert_state_is_rebuilt_and_said(data: bytes | None, has_ledger: bool, note: str | None) -> None:
+    assert rebuild_note(data, read_book(data), has_ledger=has_ledger) == note
 
 
 def test_a_damaged_version_1_record_is_skipped() -> None:

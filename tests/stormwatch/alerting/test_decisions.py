@@ -63,12 +63,12 @@ CASES = [
     ("silenced after it was sent", record(slack=told(9)), facts(silenced=True), Action.HOLD, ChannelStatus.SILENCED),
     ("the silence ended: never told, so sent", record(slack=TargetState(ChannelStatus.SILENCED)), facts(),
      Action.SEND_NEW, ChannelStatus.SENT),
-    ("claimed by another audit just now", record(slack=TargetState(ChannelStatus.IN_FLIGHT, None, None, 0, None,
-                                                                   "tok", (T0 - timedelta(minutes=5)).isoformat())),
-     facts(), Action.HOLD, ChannelStatus.IN_FLIGHT),
-    ("a claim left by a crash long ago", record(slack=TargetState(ChannelStatus.IN_FLIGHT, None, None, 0, None,
-                                                                  "tok", (T0 - timedelta(hours=2)).isoformat())),
+    ("a claim left unsettled, never told: no wait on any clock", record(
+        slack=TargetState(ChannelStatus.IN_FLIGHT, None, None, 0, None, "tok", T0.isoformat())),
      facts(), Action.SEND_NEW, ChannelStatus.SENT),
+    ("a send whose audit stopped, told before: a repeat", record(
+        slack=TargetState(ChannelStatus.FAILED, told(9).notified_at, None, 0, "claimed by an audit that stopped")),
+     facts(), Action.SEND_REPEAT, ChannelStatus.SENT),
     ("resolved, not asked", record(status=AlertStatus.RESOLVED, slack=told(2)), facts(Transition.RESOLVED),
      Action.HOLD, ChannelStatus.RESOLVED),
 ]

@@ -185,11 +185,12 @@ def test_an_audit_whose_claim_is_refused_sends_nothing(storage: LocalStorage, we
     assert stale.refused and stale.sent == 0 and len(webhook.posts) == 2
 
 
-def test_a_send_claimed_by_an_audit_that_died_waits_then_is_retried(storage: LocalStorage,
-                                                                    webhook: WebhookServer) -> None:
-    class Died(Exception):
-        pass
+class Died(Exception):
+    """The process ends here (a SIGKILL, as far as storage can tell)."""
 
+
+def test_a_send_claimed_by_an_audit_that_died_before_sending_is_sent_at_once(storage: LocalStorage,
+                                                                             webhook: WebhookServer) -> None:
     def claim_then_die(data: bytes) -> bool:
         storage.create_report_exclusive(ALERTS_KEY, data, content_type=MediaType.JSON)
         raise Died  # the process ends between its claim and its send
@@ -198,14 +199,63 @@ def test_a_send_claimed_by_an_audit_that_died_waits_then_is_retried(storage: Loc
     with pytest.raises(Died):
         notify_jobs([finding("collective", "llama-8r-0141")], ledger=None, settings=quiet, now=NOW,
                     claim=claim_then_die)
-    soon = notify_step(storage, [], settings=quiet, now=NOW + timedelta(minutes=5))
-    assert soon["sent"] == 0 and not webhook.posts  # maybe still sending: left alone
-    late = notify_step(storage, [], settings=quiet, now=NOW + timedelta(minutes=31))
-    assert late["sent"] == 1 and len(webhook.posts) == 1
+    rerun = notify_step(storage, [], settings=quiet, now=NOW)  # at once, at the same --as-of time
+    assert rerun["sent"] == 1 and len(webhook.posts) == 1  # its two alerts (earliest, most severe), one message
+    assert rerun["problems"] == ["2 sends claimed by an audit that stopped: 0 found sent in notifications.jsonl, "
+                                 "0 failed, 2 not recorded and sent again"]
+    assert notify_step(storage, [], settings=quiet, now=NOW)["sent"] == 0 and len(webhook.posts) == 1
 
 
-def test_outcomes_land_in_a_state_another_audit_wrote_meanwhile(storage: LocalStorage,
-                                                                 webhook: WebhookServer) -> None:
+def test_an_audit_killed_after_recording_its_sends_is_never_sent_again(
+        storage: LocalStorage, webhook: WebhookServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def die(*args: Any, **kwargs: Any) -> bool:
+        raise Died  # the ledger is written; alerts.json still holds the claims
+
+    quiet = settings(webhook)
+    with monkeypatch.context() as patch:
+        patch.setattr("stormwatch.tasks.notify.step.commit_alerts", die)
+        with pytest.raises(Died):
+            notify_step(storage, [finding("collective", "llama-8r-0141")], settings=quiet, now=NOW)
+    assert len(webhook.posts) == 1
+    sent = [line for line in ledger(storage) if line.get("channels", {}).get("slack", {}).get("status") == "sent"]
+    assert len(sent) == 2 and len({line["claim"] for line in sent}) == 1  # two alerts, one claim
+    rerun = notify_step(storage, [finding("collective", "llama-8r-0141")], settings=quiet, now=NOW)
+    assert rerun["sent"] == 0 and len(webhook.posts) == 1  # settled from the ledger, not sent again
+    assert rerun["problems"] == ["2 sends claimed by an audit that stopped: 2 found sent in notifications.jsonl, "
+                                 "0 failed, 0 not recorded and sent again"]
+    state = orjson.loads(storage.read_report(ALERTS_KEY) or b"")
+    slack = [alert["targets"]["slack"] for alert in state["alerts"]]
+    told = [(t["status"], "claim" in t, t["notified_at"]) for t in slack]
+    assert told == [("sent", False, sent[0]["decided_at"])] * 2
+    assert [line["state"] for line in ledger(storage) if "state" in line] == ["firing"] * 2  # never "new" twice
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"version": 2, "findings": {}, "alerts": [{"fingerp', None],
+                         ids=["zero bytes", "truncated", "deleted"])
+def test_a_lost_alert_state_is_rebuilt_from_the_ledger_and_nothing_is_sent_again(
+        storage: LocalStorage, webhook: WebhookServer, damage: bytes | None) -> None:
+    quiet = settings(webhook)
+    first = [finding("collective", "llama-8r-0141"), finding("alerts", "bert-7")]
+    assert notify_step(storage, first, settings=quiet, now=NOW)["sent"] == 2
+    if damage is None:
+        storage.delete_report(ALERTS_KEY)
+    else:
+        storage.write_report(ALERTS_KEY, damage, content_type=MediaType.JSON)
+    again = notify_step(storage, first, settings=quiet, now=NOW + timedelta(days=1))
+    assert again["sent"] == 0 and len(webhook.posts) == 2
+    what = "missing" if damage is None else ("empty" if not damage else "unreadable")
+    assert f"alerts.json {what}: the alert state is rebuilt from notifications.jsonl" in again["problems"]
+    kept = [key for key in storage.list_reports("damaged")]
+    assert [entry.key.startswith("damaged/alerts.json.") for entry in kept] == ([] if not damage else [True])
+    assert orjson.loads(storage.read_report(ALERTS_KEY) or b"")["alerts"]  # a usable state again
+    third = notify_step(storage, first, settings=quiet, now=NOW + timedelta(days=2))
+    assert third["sent"] == 0 and not [p for p in third["problems"] if "rebuilt" in p]
+
+
+def test_a_stalled_audits_outcomes_land_in_the_state_its_successor_wrote(storage: LocalStorage,
+                                                                        webhook: WebhookServer) -> None:
+    """A stalled past its lease while sending; B took the lease and, finding A's claims, sent them again
+    (the window of a holder that stalls past its lease, docs/alerting.md). A's outcomes still land."""
     quiet = settings(webhook)
     claimed: list[str | None] = []
 
@@ -221,7 +271,7 @@ def test_outcomes_land_in_a_state_another_audit_wrote_meanwhile(storage: LocalSt
     slack = {item["alert"]: item["targets"]["slack"]["status"] for item in state["alerts"]}
     assert slack["llama-8r|most_severe|collective:collective_confident"] == "sent"  # A's outcome, merged
     assert slack["bert|oom|oom"] == "sent"  # B's own
-    assert len(webhook.posts) == 2
+    assert len(webhook.posts) == 3  # A's, B's repeat of A's unrecorded claim, and B's own
 
 
 def test_post_job_never_resolves_fleet_alerts(storage: LocalStorage, webhook: WebhookServer) -> None:
@@ -246,3 +296,23 @@ def test_rerunning_the_same_step_writes_and_sends_nothing_new(storage: LocalStor
 
 def test_settings_without_a_policy_keep_the_defaults() -> None:
     assert NotifySettings().alerting == AlertPolicy() and AlertPolicy().repeat_interval == timedelta(days=7)
+
+
+def test_garbage_ledger_lines_are_taken_out_once_and_the_file_kept(storage: LocalStorage,
+                                                                   webhook: WebhookServer) -> None:
+    quiet = settings(webhook)
+    notify_step(storage, [finding("collective", "llama-8r-0141")], settings=quiet, now=NOW)
+    good = storage.read_report("notifications.jsonl") or b""
+    damaged = b"garbage\n" + good + b'{"key": "torn'
+    storage.write_report("notifications.jsonl", damaged, content_type=MediaType.NDJSON)
+    result = notify_step(storage, [], settings=quiet, now=NOW + timedelta(days=1))
+    (problem,) = [p for p in result["problems"] if "unreadable" in p]
+    kept = "damaged/notifications.jsonl.20261201T020000Z"
+    lines = len(good.splitlines())
+    assert problem == (f"reports/notifications.jsonl lines 1, {lines + 2} unreadable: taken out, the file as it "
+                       f"was kept as reports/{kept}")
+    assert storage.read_report(kept) == damaged
+    assert (storage.read_report("notifications.jsonl") or b"").startswith(good)
+    assert result["sent"] == 0 and len(webhook.posts) == 1  # nothing the good lines record is sent again
+    later = notify_step(storage, [], settings=quiet, now=NOW + timedelta(days=2))
+    assert not [p for p in later["problems"] if "unreadable" in p]  # repaired: said once, not every night

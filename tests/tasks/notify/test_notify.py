@@ -325,4 +325,5 @@ def test_the_flow_can_pass_a_result_ledger_with_unreadable_lines(webhook: Webhoo
     first = notify_jobs(jobs("collective"), ledger=None, settings=settings(webhook), now=NOW)
     torn = b"not json\n" + first.ledger + b'{"key": "half a line'
     result: NotifyResult = notify_jobs(jobs("collective"), ledger=torn, settings=settings(webhook), now=NOW)
-    assert len(webhook.posts) == 1 and result.ledger == torn and len(result.problems) == 2
+    assert len(webhook.posts) == 1 and result.ledger == torn and len(result.problems) == 3
+    assert result.problems[2] == "alerts.json missing: the alert state is rebuilt from notifications.jsonl"
