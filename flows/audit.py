@@ -5,7 +5,9 @@ previous fleet.json; jobs whose inputs and options are unchanged keep their rows
 without a request of their own; the others are diagnosed in batches sized by bytes
 (:mod:`stormwatch.tasks.batches`), one ``diagnose-batch`` task each, in parallel on
 the flow's task runner (threads by default, a Dask cluster when asked), their jobs
-on the engine's worker processes (:mod:`stormwatch.tasks.engine_pool`); fleet.json,
+on the engine's worker processes (:mod:`stormwatch.tasks.engine_pool`), each batch committing
+its diagnosed jobs (:mod:`stormwatch.tasks.commits`: a job is done once its outputs, history rows
+and fleet row are durable, and a rerun after a kill diagnoses exactly the jobs not done); fleet.json,
 fleet.parquet and index.html; link artifacts; notifications for critical first causes.
 The whole run holds the storage's audit lease (:mod:`stormwatch.tasks.storage.lease`):
 a second audit started meanwhile returns at once with exit code 1, so outputs are never
@@ -34,16 +36,19 @@ from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.progress import JobProgress
+from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.batches import Batch, batch_by_bytes
+from stormwatch.tasks.commit_outcomes import clear_commits_task, folded_commits
 from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_inventory
 from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import UnchangedJob, notify_task
 from stormwatch.tasks.plan import AuditPlan, plan_audit
 from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.repair import sweep_temporaries_task
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, LeaseRecord, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings, report_html_key
@@ -74,16 +79,19 @@ def run_batches(
     *,
     earlier: Mapping[str, pd.DataFrame] | None = None,
     progress: bool = False,
+    audit: str = "",
 ) -> list[JobOutcome]:
-    """Submit one task per batch and collect an outcome per job, failed ones included. ``earlier``:
-    earlier runs by job name; each batch gets those of its own jobs' names."""
+    """Submit one task per batch and collect an outcome per job, failed ones included; each batch
+    commits its diagnosed jobs under ``audit`` (the audit's id). ``earlier``: earlier runs by job
+    name; each batch gets those of its own jobs' names."""
     earlier = earlier or {}
 
     def names(batch: Batch) -> dict[str, pd.DataFrame]:
         wanted = {options.job_names.name_of(job.job_id) for job in batch.jobs}
         return {name: rows for name, rows in earlier.items() if name in wanted}
 
-    futures = {diagnose_batch.submit(settings, batch, options, engine, names(batch)): batch for batch in batches}
+    futures = {diagnose_batch.submit(settings, batch, options, engine, names(batch), audit): batch
+               for batch in batches}
     outcomes: list[JobOutcome] = []
     with JobProgress(sum(len(batch.jobs) for batch in batches), enabled=progress) as bar:
         for future in as_completed(list(futures)):
@@ -191,27 +199,35 @@ class AuditRun:
 def audit_jobs(
     settings: StorageSettings, params: AuditParameters, options: AuditOptions, *, progress: bool
 ) -> AuditRun:
-    """Inventory, plan, batches: the work done under the lease before publishing."""
+    """Sweep, inventory, plan, batches: the work done under the lease before publishing."""
     logger = get_run_logger()
+    repaired = sweep_temporaries_task(settings)
     inventory = take_inventory(settings)
-    plan = plan_audit(inventory, read_previous(settings, inventory), options=options)
+    previous = read_previous(settings, inventory)
+    repaired += list(previous.commits.damaged)
+    plan = plan_audit(inventory, previous, options=options)
+    repaired += list(plan.damaged)
     engine = params.engine_settings()
     batches = batch_by_bytes(plan.diagnose, sizing=params.batch_sizing(), parallelism=engine.parallelism)
     logger.info("%d jobs: %d to diagnose (%d bytes, %d batches), %d unchanged, %d refused ids",
                 len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), len(plan.unchanged),
                 len(inventory.refused))
     audit_time = options.acting_at()
+    audit = audit_id(audit_time, [(job.job_id, job.fingerprint) for job in plan.diagnose])
     earlier = read_earlier(settings, params, audit_time=audit_time)
     names = {options.job_names.name_of(job.job_id) for job in plan.diagnose}
     try:
         outcomes = run_batches(settings, batches, options, engine, earlier=by_job_name(earlier.rows, names),
-                               progress=progress)
+                               progress=progress, audit=audit)
     finally:
         close_shared_pools()
     rows = [outcome.row for outcome in outcomes] + list(plan.unchanged)
     rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
     sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
-                                  rows=rows)
+                                  rows=rows, audit=audit)
+    sections["repaired"] = [*repaired, *sections["history"].pop("repaired")]
+    for line in sections["repaired"]:
+        logger.warning("repaired: %s", line)
     return AuditRun(rows=rows, outcomes=outcomes, plan=plan, sections=sections)
 
 
@@ -243,8 +259,10 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
             rows, plan = done.rows, done.plan
             lease.renew()  # still ours before writing fleet-wide outputs (raises LeaseLostError if not)
             fleet = publish_fleet_task(settings, rows, options.acting_at(), plan.unchanged_ranks, done.sections)
+            clear_commits_task(settings, folded_commits(plan, done.outcomes))  # fleet.json holds their rows now
             link_reports(settings, rows, options)
             result = summarise(rows, fleet)
+            result["repaired"] = list(done.sections["repaired"])
             storage = storage_for(settings)
             result["index"] = options.report_link(storage, INDEX_HTML_KEY)
             unchanged = [UnchangedJob(row, options.report_link(storage, str(row.report))) for row in plan.unchanged]

@@ -63,6 +63,8 @@ def print_audit(result: dict[str, Any]) -> None:
     for name in (VerdictStatus.CRITICAL.value, JobStatus.FAILED.value, JobStatus.REFUSED.value):
         if result[name]:
             print(f"  {name}: {', '.join(result[name][:20])}" + (" ..." if len(result[name]) > 20 else ""))
+    for line in result.get("repaired", [])[:20]:
+        print(f"  repaired: {line}")
     print_notifications(result.get("notifications", {}))
     if result.get("index"):
         print(f"  index: {result['index']}")

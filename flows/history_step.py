@@ -3,10 +3,11 @@ comparisons after them.
 
 Before: the history of the last ``history_days`` nights up to the audit time is read once
 (analytics columns only), reduced to runs and split by job name, so each job's worker compares
-the job with the earlier runs of its name (model.json's ``fleet.regression``). After: the rows of the jobs
-diagnosed now (an unchanged job adds none) are appended as one file, nights past the
-retention are removed, and fleet.json's ``trends``, ``regressions``, ``suspect_hosts`` and
-``coverage`` are computed from the history with this audit's rows in it.
+the job with the earlier runs of its name (model.json's ``fleet.regression``). After: the rows
+of the jobs diagnosed now (an unchanged job adds none) are committed by their batches
+(:mod:`stormwatch.tasks.commits`), nights past the retention are removed, and fleet.json's
+``trends``, ``regressions``, ``suspect_hosts`` and ``coverage`` are computed from the history with
+this audit's rows in it.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from prefect import get_run_logger
 
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.history.frame import history_frame, job_runs
-from stormwatch.history.schema import audit_id
 from stormwatch.history.sections import compare_fleet, fleet_coverage
 from stormwatch.outputs.fleet import FleetRow
 from stormwatch.tasks.audit_job import JobOutcome
-from stormwatch.tasks.history import HistoryRead, append_history_task, read_history_task
+from stormwatch.tasks.commits import with_audit_id
+from stormwatch.tasks.history import HistoryRead, prune_history_task, read_history_task
 from stormwatch.tasks.storage.protocol import StorageSettings
 
 
@@ -49,16 +50,6 @@ def by_job_name(history: pd.DataFrame, names: Collection[str]) -> dict[str, pd.D
     return {str(name): rows.reset_index(drop=True) for name, rows in runs.groupby("job_name", sort=False)}
 
 
-def one_audit(table: pa.Table, audit_time: datetime) -> pa.Table:
-    """The rows the workers made, job by job, as one audit's: one ``audit_id`` over all its jobs."""
-    jobs = {(job, fingerprint) for job, fingerprint in zip(table.column("job_id").to_pylist(),
-                                                           table.column("input_fingerprint").to_pylist(),
-                                                           strict=True)}
-    index = table.schema.get_field_index("audit_id")
-    ids = pa.array([audit_id(audit_time, sorted(jobs))] * table.num_rows, type=table.schema.field(index).type)
-    return table.set_column(index, table.schema.field(index), ids)
-
-
 def record_and_compare(
     settings: StorageSettings,
     params: AuditParameters,
@@ -67,12 +58,14 @@ def record_and_compare(
     earlier: HistoryRead,
     outcomes: Sequence[JobOutcome],
     rows: Sequence[FleetRow],
+    audit: str,
 ) -> dict[str, Any]:
-    """Append this audit's rows (pruning old nights) and return fleet.json's fleet-wide members."""
-    tables = [outcome.history for outcome in outcomes if outcome.history is not None and outcome.history.num_rows]
-    now = one_audit(pa.concat_tables(tables), audit_time) if tables else None
-    if now is not None:
-        append_history_task(settings, now, audit_time, params.history_days)
+    """Prune nights past the retention and return fleet.json's fleet-wide members, computed with this
+    audit's rows (committed by its batches already, under the id ``audit``) in the history."""
+    tables = [outcome.history for outcome in outcomes
+              if outcome.row.history_key is not None and outcome.history is not None and outcome.history.num_rows]
+    now = with_audit_id(pa.concat_tables(tables), audit) if tables else None
+    moved = prune_history_task(settings, audit_time, params.history_days, earlier.damaged)
     frames = [frame for frame in (earlier.rows, None if now is None else history_frame(now)) if frame is not None]
     frames = [frame.astype({c: object for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
               for frame in frames if not frame.empty]
@@ -82,6 +75,6 @@ def record_and_compare(
     sections: dict[str, Any] = compared.as_json()
     sections["coverage"] = fleet_coverage(row.coverage for row in rows)
     sections["history"] = {"audit_time": audit_time.isoformat(), "rows_added": 0 if now is None else now.num_rows,
-                           "warnings": list(earlier.warnings)}
+                           "warnings": list(earlier.warnings), "repaired": moved}
     return sections
 

@@ -3,8 +3,8 @@
 The same steps as the nightly audit for a single job id: a refused id is
 reported and nothing is read or written; otherwise the job is diagnosed, every
 session of it (unless unchanged and not forced), and compared with the earlier runs of its job name,
-model.json is stored, its history rows are appended, and the job's row in
-fleet.json / fleet.parquet is replaced.
+model.json is stored, the job is committed with its history rows, and the job's row in
+fleet.json / fleet.parquet is replaced (then its commit is cleared).
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings
-from stormwatch.flows.history_step import by_job_name, one_audit, read_earlier
+from stormwatch.flows.history_step import by_job_name, read_earlier
 from stormwatch.flows.parameters import AuditParameters
+from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import JobStatus, failed_row
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
+from stormwatch.tasks.commit_outcomes import clear_commits_task, commit_task
+from stormwatch.tasks.commits import commit_key_of
 from stormwatch.tasks.diagnose import diagnose_job
-from stormwatch.tasks.history import append_history_task
 from stormwatch.tasks.publish import update_fleet_task
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
@@ -30,7 +32,8 @@ from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
 
 def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, params: AuditParameters) -> JobOutcome:
     """The job's outcome, compared with the earlier runs of its job name (read from the history),
-    its history rows appended; a task run that failed past its retries gives a failed row with its error."""
+    committed with its history rows (:mod:`stormwatch.tasks.commits`); a task run that failed past its
+    retries gives a failed row with its error."""
     audit_time = options.acting_at()
     name = options.job_names.name_of(job_id)
     earlier = by_job_name(read_earlier(settings, params, audit_time=audit_time).rows, {name}).get(name)
@@ -39,10 +42,10 @@ def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, 
         result: Any = future.result(raise_on_failure=False)
     except Exception as exc:  # a crashed run raises even without raise_on_failure
         result = exc
-    if isinstance(result, JobOutcome):
-        if result.history is not None and result.history.num_rows:  # diagnosed now, not unchanged
-            append_history_task(settings, one_audit(result.history, audit_time), audit_time, params.history_days)
-        return result
+    if isinstance(result, JobOutcome):  # diagnosed now: committed (a skipped job has nothing to commit)
+        audit = audit_id(audit_time, [(job_id, result.row.input_fingerprint)])
+        (committed,) = commit_task(settings, [result], audit, audit_time)
+        return committed
     return failed_outcome(job_id, result if isinstance(result, BaseException) else repr(result))
 
 
@@ -78,6 +81,7 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
             row = outcome.row
             lease.renew()
             update_fleet_task(settings, row, options.acting_at())
+            clear_commits_task(settings, [key for key in (commit_key_of(row),) if key is not None])
             lease.renew()
             notifications = notify_outcomes(settings, [outcome], notify, now=options.acting_at())
     finally:

@@ -15,12 +15,10 @@ failure is retried with back-off (:data:`~stormwatch.tasks.retry.DIAGNOSE_JOB_RE
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote
 
-import orjson
 import pandas as pd
 import pyarrow as pa
 
@@ -31,15 +29,17 @@ from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.job_regression import regression_summary
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.rows import history_rows
+from stormwatch.outputs.document import DocumentError, JobDocument
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, row_from_document
 from stormwatch.outputs.media_types import MediaType
-from stormwatch.outputs.model_json import dumps_document, input_fingerprint
-from stormwatch.outputs.verdict import VerdictStatus, exit_code_for
+from stormwatch.outputs.model_json import input_fingerprint
+from stormwatch.outputs.verdict import exit_code_for
 from stormwatch.reports.jobattempts import PageNav
 from stormwatch.reports.render import render_job
+from stormwatch.tasks.commits import committed_row
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy, is_transient
 from stormwatch.tasks.stale_sessions import listed_folders, prune_sessions, written_folders
-from stormwatch.tasks.storage.inventory import JobInputs
+from stormwatch.tasks.storage.inventory import MODEL_JSON, REPORT_HTML, JobInputs
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
     Storage,
@@ -104,52 +104,51 @@ class JobWork:
 
 
 
-def _previous(storage: Storage, job_id: str) -> dict[str, Any] | None:
+def _previous(storage: Storage, job_id: str) -> JobDocument | DocumentError | None:
+    """The job's stored model.json: None when there is none, a DocumentError when it does not read
+    (damaged: the job is diagnosed again, as if there were none)."""
     data = storage.read_report(model_json_key(job_id))
     if data is None:
         return None
     try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None  # a damaged model.json is simply replaced
-    return document if isinstance(document, dict) else None
+        return JobDocument.from_json(data, name=f"{job_id}/model.json")
+    except DocumentError as exc:
+        return exc
 
 
-def _unchanged(previous: dict[str, Any] | None, fingerprint: str, options: DiagnoseOptions) -> bool:
-    return (
-        previous is not None
-        and previous.get("input_fingerprint") == fingerprint
-        and previous.get("options") == options.recorded()
-    )
+def _unchanged(previous: JobDocument, fingerprint: str, options: DiagnoseOptions) -> bool:
+    return previous.input_fingerprint == fingerprint and previous.options == options.recorded()
 
 
-def _finding(document: dict[str, Any], link: str) -> JobFinding | None:
+def _finding(document: JobDocument, link: str) -> JobFinding | None:
     try:
-        return JobFinding.from_document(document, report_url=link)
+        return JobFinding.from_document(document.parsed(), report_url=link)
     except ValueError:
-        return None  # an old or damaged model.json: nothing to notify about
+        return None  # nothing to notify about
 
 
 def audit_one(
     storage: Storage, job_id: str, *, options: AuditOptions, earlier: pd.DataFrame | None = None
 ) -> JobOutcome:
-    """Diagnose one job unless its inputs and options are those of its stored model.json;
+    """Diagnose one job unless its inputs and options are those of its stored model.json and of its
+    committed fleet row (a model.json alone, from an audit killed before its commit, is not enough);
     ``earlier``: the earlier runs of its job name (see :class:`JobWork`)."""
     entries = storage.job_entries(job_id)
     fingerprint = input_fingerprint(entries)
     previous = None if options.force else _previous(storage, job_id)
     report = report_html_key(job_id)
     link = options.report_link(storage, report)
-    if previous is not None and _unchanged(previous, fingerprint, options.diagnose):
-        status = str(previous.get("verdict", {}).get("status", VerdictStatus.EMPTY.value))
+    committed = None if options.force else committed_row(storage, job_id)
+    if (isinstance(previous, JobDocument) and _unchanged(previous, fingerprint, options.diagnose)
+            and committed is not None and committed.input_fingerprint == fingerprint):
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
-                                exit_code=exit_code_for(status, options.diagnose.fail_on))
+                                exit_code=exit_code_for(previous.verdict.status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
     return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options, earlier=earlier,
                            listed_sessions=listed_folders(storage, job_id))
 
 
-def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: str) -> JobDiagnosis:
+def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: datetime) -> JobDiagnosis:
     """Each diagnosed session's model.json and report.html under ``<job>/sessions/<encoded id>/``; a session
     whose outputs cannot be written (a refused key, a storage error that is not transient) is recorded
     in the returned diagnosis, the others are written. Transient errors propagate (the job is retried)."""
@@ -158,12 +157,11 @@ def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: s
     for result in diagnosis.sessions:
         if not result.written or result.diagnosis is None or result.folder is None:
             continue
-        document = result.diagnosis.document
-        document["generated_at"] = generated_at
+        document = result.diagnosis.document.with_generated_at(generated_at)
         folder = f"{diagnosis.job_id}/{result.folder}"
         nav = PageNav.for_session(depth=result.folder.count("/") + 1, attempt=labels.get(result.session_id))
         try:
-            storage.write_report(f"{folder}/model.json", dumps_document(document), content_type=MediaType.JSON)
+            storage.write_report(f"{folder}/model.json", document.to_json(), content_type=MediaType.JSON)
             storage.write_report(f"{folder}/report.html", render_job(document, nav=nav).encode("utf-8"),
                                  content_type=MediaType.HTML)
         except Exception as exc:
@@ -187,19 +185,19 @@ def diagnose_inputs(
     acting_at = options.acting_at()
     diagnosis = diagnose_job(tree, job_id=job.job_id, source_name=storage.job_source(job.job_id),
                              options=options.diagnose, entries=job.entries, workers=options.session_workers)
-    diagnosis = write_sessions(storage, diagnosis, generated_at=acting_at.isoformat())
-    document = diagnosis.document
-    document["generated_at"] = acting_at.isoformat()
+    diagnosis = write_sessions(storage, diagnosis, generated_at=acting_at)
     history = history_rows(diagnosis.session_documents, job_names=options.job_names, audit_time=acting_at)
-    if isinstance(document.get("fleet"), dict):
-        document["fleet"]["regression"] = regression_summary(job.job_id, history, earlier,
-                                                             thresholds=options.regression)
+    regression = regression_summary(job.job_id, history, earlier, thresholds=options.regression)
+    document = diagnosis.document.with_generated_at(acting_at).with_regression(regression)
     report = report_html_key(job.job_id)
-    storage.write_report(model_json_key(job.job_id), dumps_document(document), content_type=MediaType.JSON)
-    storage.write_report(report, render_job(document).encode("utf-8"), content_type=MediaType.HTML)
+    model_json, page = document.to_json(), render_job(document).encode("utf-8")
+    storage.write_report(model_json_key(job.job_id), model_json, content_type=MediaType.JSON)
+    storage.write_report(report, page, content_type=MediaType.HTML)
     listed = job.session_folders if listed_sessions is None else listed_sessions
     prune_sessions(storage, job.job_id, listed=listed, written=written_folders(diagnosis))
     row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)
+    # the sizes written, so that a later audit can tell a report file cut short (tasks/plan.py)
+    row = replace(row, output_bytes={MODEL_JSON: len(model_json), REPORT_HTML: len(page)})
     return JobOutcome(row, _finding(document, options.report_link(storage, report)), history)
 
 

@@ -19,6 +19,7 @@ from prefect.cache_policies import NO_CACHE
 
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, JobWork, audit_one, failed_outcome, run_job
 from stormwatch.tasks.batches import Batch
+from stormwatch.tasks.commit_outcomes import commit_outcomes
 from stormwatch.tasks.engine_pool import EngineSettings, WorkerDied, shared_pool
 from stormwatch.tasks.plan import PreviousFleet, read_previous_fleet
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, FLEET_IO_RETRY, is_transient
@@ -48,12 +49,15 @@ def diagnose_batch(
     options: AuditOptions,
     engine: EngineSettings,
     earlier: Mapping[str, pd.DataFrame] | None = None,
+    audit: str = "",
 ) -> list[JobOutcome]:
-    """An outcome per job of the batch, in its order; a job's failure is its outcome's row.
-    ``earlier``: earlier runs by job name (the batch's names only)."""
+    """An outcome per job of the batch, in its order; a job's failure is its outcome's row. The
+    diagnosed jobs are committed together once their outputs are written (``audit``: the audit's id,
+    :mod:`stormwatch.tasks.commits`). ``earlier``: earlier runs by job name (the batch's names only)."""
     earlier = earlier or {}
     work = [JobWork(job, earlier.get(options.job_names.name_of(job.job_id))) for job in batch.jobs]
-    return shared_pool(engine).map(run_job, work, settings, options, on_death=died_outcome)
+    outcomes = shared_pool(engine).map(run_job, work, settings, options, on_death=died_outcome)
+    return commit_outcomes(storage_for(settings), outcomes, audit=audit, audit_time=options.acting_at())
 
 
 @task(

@@ -5,14 +5,14 @@ on any :class:`~stormwatch.tasks.storage.protocol.Storage`. An audit writes exac
 (its own key; a replay of the same audit writes the same key again) and never rewrites another
 night's file; reading lists ``history/`` once and reads the files of the nights asked for, skipping
 (with a warning naming its report key) any file that is damaged, foreign or of an unknown version.
-Plain functions, and the two Prefect tasks the audit runs them in (read, and append + prune),
+Plain functions, and the two Prefect tasks the audit runs them in (read, and prune),
 retried with back-off when the storage fails transiently.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -38,11 +38,16 @@ from stormwatch.history.schema import (
     partition_date,
 )
 from stormwatch.load.tree import Entry
+from stormwatch.tasks.repair import quarantine
 from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import Storage, StorageSettings
 
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
+
+
+class DamagedHistoryFileError(HistoryFileError):
+    """A history file that is not readable as Parquet at all: a write cut short, not a newer version."""
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,14 @@ class HistoryRead:
     rows: pd.DataFrame
     keys: tuple[str, ...]
     warnings: tuple[str, ...]
+    damaged: tuple[str, ...] = ()  # keys of files not readable as Parquet (cut short, zero bytes)
 
 
-def parquet_bytes(table: pa.Table) -> bytes:
-    """One history file: the table in :data:`HISTORY_SCHEMA` with the history footer metadata."""
-    table = table.select(list(HISTORY_SCHEMA.names)).cast(HISTORY_SCHEMA).replace_schema_metadata(file_metadata())
+def parquet_bytes(table: pa.Table, *, extra_metadata: Mapping[bytes, bytes] | None = None) -> bytes:
+    """One history file: the table in :data:`HISTORY_SCHEMA` with the history footer metadata
+    (and ``extra_metadata``: a commit's rows, :mod:`stormwatch.tasks.commits`)."""
+    metadata = {**file_metadata(), **(extra_metadata or {})}
+    table = table.select(list(HISTORY_SCHEMA.names)).cast(HISTORY_SCHEMA).replace_schema_metadata(metadata)
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
@@ -98,7 +106,7 @@ def _read_one(storage: Storage, key: str, columns: Sequence[str] | None) -> pa.T
         table = pq.read_table(pa.BufferReader(data), columns=None if columns is None else list(columns),
                               read_dictionary=[name for name in STRING_COLUMNS if columns is None or name in columns])
     except (pa.ArrowException, OSError, ValueError) as error:
-        raise HistoryFileError(f"{key}: not readable as Parquet ({error})") from error
+        raise DamagedHistoryFileError(f"{key}: not readable as Parquet ({error})") from error
     return conform(table, name=key, schema=READ_SCHEMA, columns=columns)
 
 
@@ -133,6 +141,7 @@ def read_history(
     wanted = [entry.key for entry, day in files if since.date() <= day <= until.date()]
     tables: list[pa.Table] = []
     keys: list[str] = []
+    damaged: list[str] = []
     workers = max(1, min(storage.settings.max_concurrency, len(wanted)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="history-read") as pool:
         futures = [pool.submit(_read_one, storage, key, columns) for key in wanted]
@@ -142,9 +151,11 @@ def read_history(
                 keys.append(key)
             except HistoryFileError as error:
                 warnings.append(f"{error}; skipped")
+                if isinstance(error, DamagedHistoryFileError):
+                    damaged.append(key)
     if not tables:
-        return HistoryRead(empty_history(columns), tuple(keys), tuple(warnings))
-    return HistoryRead(history_frame(pa.concat_tables(tables)), tuple(keys), tuple(warnings))
+        return HistoryRead(empty_history(columns), tuple(keys), tuple(warnings), tuple(damaged))
+    return HistoryRead(history_frame(pa.concat_tables(tables)), tuple(keys), tuple(warnings), tuple(damaged))
 
 
 def prune_history(storage: Storage, *, keep_days: int, as_of: datetime) -> Sequence[str]:
@@ -164,12 +175,11 @@ def read_history_task(settings: StorageSettings, since: datetime, until: datetim
     return read_history(storage_for(settings), since=since, until=until, columns=ANALYTICS_COLUMNS)
 
 
-@task(name="append-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
-def append_history_task(settings: StorageSettings, table: pa.Table, audit_time: datetime, keep_days: int) -> dict[
-    str, object
-]:
-    """This audit's rows appended, then nights older than ``keep_days`` removed."""
+@task(name="prune-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+def prune_history_task(settings: StorageSettings, audit_time: datetime, keep_days: int,
+                       damaged: Sequence[str] = ()) -> list[str]:
+    """Nights older than ``keep_days`` before ``audit_time`` removed, and the ``damaged`` history files
+    (found by the read) moved under ``reports/damaged/``; one line per file moved."""
     storage = storage_for(settings)
-    key = append_history(storage, table, audit_time=audit_time)
-    pruned = prune_history(storage, keep_days=keep_days, as_of=audit_time)
-    return {"written": key, "pruned": list(pruned), "rows": table.num_rows}
+    prune_history(storage, keep_days=keep_days, as_of=audit_time)
+    return [quarantine(storage, key, now=datetime.now(UTC)) for key in damaged]

@@ -1,11 +1,14 @@
 """What an audit has to do, decided from one inventory and the previous fleet outputs.
 
 A job is unchanged, and keeps its previous row without a request of its own, when
-its listed inputs give the fingerprint its last diagnosis recorded, it was diagnosed
-with the same options (engine version included), its model.json and report.html are
-still there, and fleet.parquet still holds its ranks. Every other valid job is
-diagnosed; ``force`` diagnoses them all. Only a job that has reports but no usable
-row in fleet.json costs a read (its model.json), see :func:`read_previous_fleet`.
+its listed inputs give the fingerprint its last committed diagnosis recorded, it was
+diagnosed with the same options (engine version included), its model.json and report.html
+are still there, and its ranks are known (in fleet.parquet, or in its commit). Every other
+valid job is diagnosed; ``force`` diagnoses them all. The committed rows are fleet.json's
+with those of every commit not yet folded into it laid over them
+(:mod:`stormwatch.tasks.commits`): a job whose reports exist but whose diagnosis was never
+committed (an audit killed between the two) is diagnosed again, never taken as unchanged
+on its model.json alone.
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ from dataclasses import dataclass
 import orjson
 import pandas as pd
 
-from stormwatch.outputs.fleet import RANK_COLUMNS, REQUIRED_RANK_COLUMNS, FleetRow, JobStatus, row_from_document
+from stormwatch.outputs.fleet import RANK_COLUMNS, REQUIRED_RANK_COLUMNS, FleetRow, JobStatus
 from stormwatch.outputs.verdict import exit_code_for
 from stormwatch.tasks.audit_job import AuditOptions
+from stormwatch.tasks.commits import PendingCommits, newest_rows, pending_commits
 from stormwatch.tasks.storage.inventory import Inventory, JobInputs
 from stormwatch.tasks.storage.protocol import (
     FLEET_JSON_KEY,
     FLEET_PARQUET_KEY,
     Storage,
-    model_json_key,
     report_html_key,
 )
 
@@ -39,11 +42,13 @@ _DIAGNOSED = (JobStatus.DIAGNOSED, JobStatus.SKIPPED)
 
 @dataclass(frozen=True)
 class PreviousFleet:
-    """The last published fleet: rows by job id (fleet.json) and the rank table (fleet.parquet: one row per
-    job, session and rank; one written before sessions were kept reads with null session columns)."""
+    """The last committed fleet: rows by job id (fleet.json's, with pending commits' over them), the rank
+    table (fleet.parquet: one row per job, session and rank; one written before sessions were kept reads
+    with null session columns) and the pending commits (cleared once the next fleet.json holds them)."""
 
     rows: Mapping[str, FleetRow]
     ranks: pd.DataFrame | None = None
+    commits: PendingCommits = PendingCommits()
 
     @classmethod
     def from_bytes(cls, fleet_json: bytes | None, fleet_parquet: bytes | None) -> PreviousFleet:
@@ -70,44 +75,28 @@ class PreviousFleet:
         return cls(rows, ranks)
 
 
-def recovered_row(storage: Storage, job_id: str) -> FleetRow | None:
-    """A job's row (with its rank rows) from its model.json; None when missing or damaged."""
-    data = storage.read_report(model_json_key(job_id))
-    try:
-        document = orjson.loads(data) if data else None
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(document, dict) or document.get("job_id") != job_id:
-        return None
-    try:
-        return row_from_document(document, status=JobStatus.DIAGNOSED, report=report_html_key(job_id))
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
 def read_previous_fleet(storage: Storage, inventory: Inventory) -> PreviousFleet:
-    """fleet.json and fleet.parquet; and, for jobs with reports that fleet.json does not describe
-    (an audit that stopped before publishing, a fleet.json from before options were recorded),
-    their model.json: one read each, so those jobs are not diagnosed again for nothing."""
+    """fleet.json and fleet.parquet, with the rows of every pending commit laid over them (each
+    commit applied to the history again on the way, which is idempotent); ``inventory`` is not
+    read here (kept for the task's signature)."""
     previous = PreviousFleet.from_bytes(storage.read_report(FLEET_JSON_KEY), storage.read_report(FLEET_PARQUET_KEY))
-    rows = dict(previous.rows)
-    for job in inventory.jobs:
-        row = rows.get(job.job_id)
-        if job.job_id in inventory.reported and (row is None or row.options is None):
-            found = recovered_row(storage, job.job_id)
-            if found is not None:
-                rows[job.job_id] = found
-    return PreviousFleet(rows, previous.ranks)
+    pending = pending_commits(storage)
+    for problem in pending.damaged:
+        log.warning("%s", problem)
+    return PreviousFleet(newest_rows(dict(previous.rows), pending.commits), previous.ranks, pending)
 
 
 @dataclass(frozen=True)
 class AuditPlan:
     """Jobs to diagnose (inventory order), unchanged jobs' rows (status ``skipped``, exit code
-    under this run's ``fail_on``) and their ranks from the previous fleet.parquet."""
+    under this run's ``fail_on``) and their ranks from the previous fleet.parquet (those whose row
+    came from a pending commit carry their own), and the pending commits' keys."""
 
     diagnose: tuple[JobInputs, ...]
     unchanged: tuple[FleetRow, ...]
     unchanged_ranks: pd.DataFrame | None
+    commits: tuple[str, ...] = ()
+    damaged: tuple[str, ...] = ()  # report files found damaged (their jobs are among ``diagnose``)
 
     @property
     def diagnose_bytes(self) -> int:
@@ -123,8 +112,22 @@ def _unchanged(job: JobInputs, row: FleetRow | None, *, inventory: Inventory, ra
         and row.input_fingerprint == job.fingerprint
         and row.options == recorded
         and job.job_id in inventory.reported
+        and not damaged_outputs(row, inventory)
         and (not row.ranks_present or bool(row.rank_rows) or job.job_id in ranked)
     )
+
+
+def damaged_outputs(row: FleetRow, inventory: Inventory) -> list[str]:
+    """One line per report file of ``row``'s job whose size is not the size its commit wrote (cut
+    short, emptied, replaced): the job is then diagnosed again, rewriting it. Rows committed before
+    sizes were recorded have nothing to compare."""
+    lines = []
+    for name, size in sorted((row.output_bytes or {}).items()):
+        key = f"{row.job_id}/{name}"
+        found = inventory.report_bytes.get(key)
+        if found is not None and found != size:
+            lines.append(f"{key}: {found} bytes where {size} were written; damaged, so the job is diagnosed again")
+    return lines
 
 
 def plan_audit(inventory: Inventory, previous: PreviousFleet, *, options: AuditOptions) -> AuditPlan:
@@ -141,8 +144,10 @@ def plan_audit(inventory: Inventory, previous: PreviousFleet, *, options: AuditO
         unchanged.append(dataclasses.replace(
             row, status=JobStatus.SKIPPED, report=report_html_key(job.job_id), error=None,
             exit_code=int(exit_code_for(row.verdict, options.diagnose.fail_on))))
-    kept = {row.job_id for row in unchanged}
+    kept = {row.job_id for row in unchanged if not row.rank_rows}  # a committed row brings its own ranks
     ranks = None
     if previous.ranks is not None and kept:
         ranks = previous.ranks[previous.ranks["job_id"].isin(kept)].reset_index(drop=True)
-    return AuditPlan(tuple(diagnose), tuple(unchanged), ranks)
+    damaged = [line for job in inventory.jobs if (row := previous.rows.get(job.job_id)) is not None
+               and row.input_fingerprint == job.fingerprint for line in damaged_outputs(row, inventory)]
+    return AuditPlan(tuple(diagnose), tuple(unchanged), ranks, previous.commits.keys, tuple(damaged))

@@ -17,7 +17,9 @@ from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.tasks.storage.protocol import JobListing, RefusedJob
 
 #: The report files of a job that an unchanged job must still have to be skipped; a session's too.
-REPORT_FILES = ("model.json", "report.html")
+MODEL_JSON = "model.json"
+REPORT_HTML = "report.html"
+REPORT_FILES = (MODEL_JSON, REPORT_HTML)
 SESSIONS_FOLDER = "sessions"
 
 
@@ -47,6 +49,8 @@ class Inventory:
     jobs: tuple[JobInputs, ...]
     refused: tuple[RefusedJob, ...] = ()
     reported: frozenset[str] = field(default_factory=frozenset)
+    #: Size in bytes of each job's top-level report file, by report key (``<job_id>/model.json``).
+    report_bytes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def total_bytes(self) -> int:
@@ -56,23 +60,26 @@ class Inventory:
         return next((job for job in self.jobs if job.job_id == job_id), None)
 
 
-def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]], reports: Iterable[str]) -> Inventory:
+def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]],
+                    reports: Iterable[Entry]) -> Inventory:
     """An inventory from a listing, each valid job's entries (a job without any has none) and
-    the report keys found (relative to the reports prefix: ``<job_id>/model.json``, ...)."""
-    reports = list(reports)
-    sessions = session_folders(reports)
+    the report objects found (keys relative to the reports prefix: ``<job_id>/model.json``, ...)."""
+    found = list(reports)
+    keys = [entry.key for entry in found]
+    sessions = session_folders(keys)
     jobs = tuple(
         JobInputs(job_id, tuple(sorted(entries.get(job_id, ()), key=lambda entry: entry.key)),
                   sessions.get(job_id, frozenset()))
         for job_id in listing.job_ids
     )
     files: dict[str, set[str]] = {}
-    for key in reports:
+    for key in keys:
         job_id, _, name = key.partition("/")
         if name in REPORT_FILES:
             files.setdefault(job_id, set()).add(name)
     reported = frozenset(job_id for job_id, names in files.items() if names >= set(REPORT_FILES))
-    return Inventory(jobs, listing.refused, reported)
+    sizes = {entry.key: entry.size_bytes for entry in found if entry.key.partition("/")[2] in REPORT_FILES}
+    return Inventory(jobs, listing.refused, reported, sizes)
 
 
 def session_folders(report_keys: Iterable[str]) -> dict[str, frozenset[str]]:

@@ -193,9 +193,9 @@ class LocalStorage:
                 continue  # gone (or moved outside) since it was listed: it fails alone when fetched
         return build_inventory(listing, entries, self._report_keys(listing.job_ids))
 
-    def _report_keys(self, job_ids: Sequence[str]) -> list[str]:
+    def _report_keys(self, job_ids: Sequence[str]) -> list[Entry]:
         """The report files of each job folder, and of its session folders (``<job>/sessions/<id>/``)."""
-        keys: list[str] = []
+        keys: list[Entry] = []
         for job_id in job_ids:
             files, folders = self._scan(job_id)
             keys += files
@@ -204,15 +204,17 @@ class LocalStorage:
                     keys += self._scan(session)[0]
         return keys
 
-    def _scan(self, folder: str) -> tuple[list[str], list[str]]:
-        """The files and the folders directly in ``reports/<folder>`` (none when it does not exist)."""
-        files: list[str] = []
+    def _scan(self, folder: str) -> tuple[list[Entry], list[str]]:
+        """The files (key, size, mtime) and the folders directly in ``reports/<folder>`` (none when it
+        does not exist)."""
+        files: list[Entry] = []
         folders: list[str] = []
         try:
             with os.scandir(self.reports_dir / folder) as found:
                 for item in found:
                     if item.is_file(follow_symlinks=False):
-                        files.append(f"{folder}/{item.name}")
+                        info = item.stat(follow_symlinks=False)
+                        files.append(Entry(f"{folder}/{item.name}", info.st_size, str(info.st_mtime_ns)))
                     elif item.is_dir(follow_symlinks=False):
                         folders.append(f"{folder}/{item.name}")
         except OSError:
@@ -364,6 +366,22 @@ class LocalStorage:
                     key = path.relative_to(reports_real).as_posix()
                     found.append(Entry(key, info.st_size, str(info.st_mtime_ns)))
         return sorted(found, key=lambda entry: entry.key)
+
+    def sweep_temporaries(self) -> list[str]:
+        """Unlink every ``.<name>.*.tmp`` below the reports folder (a write killed before its rename);
+        their paths relative to the reports folder."""
+        if not self.reports_dir.is_dir():
+            return []
+        reports_real = self._real(self.reports_dir, "reports")
+        removed: list[str] = []
+        for folder, dirs, files in os.walk(reports_real):
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(folder) / name
+                if name.startswith(".") and name.endswith(".tmp") and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+                    removed.append(path.relative_to(reports_real).as_posix())
+        return removed
 
     def delete_report(self, key: str) -> bool:
         """Unlink ``reports/<key>``; ``False`` when it was not there."""

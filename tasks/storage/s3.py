@@ -161,7 +161,8 @@ class S3Storage:
             if entry is not None:
                 entries.setdefault(job_id, []).append(entry)
         reports_base = self._key(*self.settings.reports_parts) + "/"
-        reports = [item["Key"][len(reports_base) :] for item in self._objects(reports_base)]
+        reports = [Entry(item["Key"][len(reports_base) :], int(item.get("Size", 0)), str(item.get("ETag", "")))
+                   for item in self._objects(reports_base)]
         return build_inventory(build_listing(names), entries, reports)
 
     def _get_bytes(self, key: str, **conditions: str) -> tuple[bytes, str]:
@@ -315,3 +316,7 @@ class S3Storage:
             raise
         self.client.delete_object(Bucket=self.bucket, Key=full)
         return True
+
+    def sweep_temporaries(self) -> list[str]:
+        """Nothing to sweep: a PUT is whole or absent."""
+        return []

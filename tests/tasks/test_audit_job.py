@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.load.loader import load_sessions
+from stormwatch.outputs.document import DocumentError, JobDocument
 from stormwatch.outputs.fleet import RANK_COLUMNS, FleetRow, JobStatus, rank_table
 from stormwatch.outputs.session_paths import session_folder
-from stormwatch.tasks.audit_job import AuditOptions, audit_one, diagnose_inputs
+from stormwatch.tasks.audit_job import AuditOptions, _previous, audit_one, diagnose_inputs
+from stormwatch.tasks.commit_outcomes import commit_outcomes
 from stormwatch.tasks.plan import PreviousFleet
 from tests import builders as b
 from tests.tasks.storage.backends import Backend, local_backend
@@ -60,7 +63,13 @@ def test_each_session_gets_its_outputs_and_the_job_its_worst_verdict(backend: Ba
     assert outcome.history is not None and outcome.history.num_rows == 8
     assert set(outcome.history.column("verdict").to_pylist()) == {"critical"}
 
-    skipped = audit_one(backend.storage, "train-7b", options=OPTIONS)  # unchanged: read back, not diagnosed
+    again = audit_one(backend.storage, "train-7b", options=OPTIONS)  # reports, but never committed
+    assert again.history is not None and str(again.row.status) == "diagnosed"
+    assert again.row.output_bytes == {"model.json": len(backend.get("reports/train-7b/model.json") or b""),
+                                      "report.html": len(backend.get("reports/train-7b/report.html") or b"")}
+    commit_outcomes(backend.storage, [again], audit="audit-20261001T020000Z-0123abcd",
+                    audit_time=datetime(2026, 10, 1, 2, tzinfo=UTC))
+    skipped = audit_one(backend.storage, "train-7b", options=OPTIONS)  # committed and unchanged: read back
     assert skipped.history is None and str(skipped.row.status) == "skipped"
     assert (skipped.row.session_count, skipped.row.worst_session) == (2, job["worst_session"])
     assert len(rank_table([skipped.row])) == 8  # every session's ranks, from the job's model.json
@@ -123,3 +132,20 @@ def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp
     keys = backend.stored_keys()
     assert {f"reports/train-7b/{folder}/report.html" for folder in (first, second)} <= keys
     assert "reports/train-7b/sessions/gone-again/report.html" not in keys
+
+
+def test_a_damaged_model_json_is_told_from_an_absent_one_and_the_job_diagnosed_again(tmp_path: Path) -> None:
+    backend = local_backend(tmp_path / "fleet")
+    upload_restarted(tmp_path, backend)
+    assert _previous(backend.storage, "train-7b") is None
+    audit_one(backend.storage, "train-7b", options=OPTIONS)
+    stored = _previous(backend.storage, "train-7b")
+    assert isinstance(stored, JobDocument) and stored.session_count == 2
+
+    backend.put("reports/train-7b/model.json", (backend.get("reports/train-7b/model.json") or b"")[:-40])  # cut
+    damaged = _previous(backend.storage, "train-7b")
+    assert isinstance(damaged, DocumentError) and damaged.name == "train-7b/model.json" and damaged.member is None
+    again = audit_one(backend.storage, "train-7b", options=OPTIONS)  # the inputs did not change: damage alone
+    assert str(again.row.status) == "diagnosed" and again.history is not None
+    assert JobDocument.from_json(backend.get("reports/train-7b/model.json") or b"", name="x").to_json() == (
+        backend.get("reports/train-7b/model.json"))

@@ -63,11 +63,22 @@ def test_plan(name: str, row: FleetRow | None, inventory: Inventory, options: Au
 def test_an_unchanged_job_keeps_its_row_and_ranks_with_this_runs_exit_code() -> None:
     options = AuditOptions(diagnose=DiagnoseOptions.parse(fail_on="warning"))
     row = make_row(options=options.diagnose.recorded())
-    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous_of(row), options=options)
+    from_fleet_json = dataclasses.replace(row, rank_rows=())  # fleet.json rows hold no rank rows
+    previous = PreviousFleet({"job-1": from_fleet_json}, rank_table([row]))
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous, options=options)
     (kept,) = plan.unchanged
     assert kept.status is JobStatus.SKIPPED and kept.verdict is VerdictStatus.CRITICAL
     assert kept.exit_code == ExitCode.FINDINGS and options.diagnose.fail_on is FailOn.WARNING
     assert plan.unchanged_ranks is not None and list(plan.unchanged_ranks["job_id"]) == ["job-1"]
+
+
+def test_a_row_from_a_pending_commit_brings_its_own_ranks_never_twice() -> None:
+    committed = make_row(rank_rows=({"rank": 0, "samples": 9, "availability": "present"},))
+    stale = rank_table([make_row()])  # fleet.parquet still holds the ranks of the diagnosis before
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), PreviousFleet({"job-1": committed}, stale),
+                      options=OPTIONS)
+    (kept,) = plan.unchanged
+    assert kept.rank_rows == committed.rank_rows and plan.unchanged_ranks is None
 
 
 def test_a_job_whose_ranks_left_fleet_parquet_is_diagnosed_again() -> None:
@@ -94,3 +105,18 @@ def test_previous_outputs_round_trip() -> None:
     previous = PreviousFleet.from_bytes(orjson.dumps(document), buffer.getvalue())
     assert previous.rows["job-1"] == dataclasses.replace(row, rank_rows=())
     assert previous.ranks is not None and list(previous.ranks["rank"]) == [0]
+
+
+@pytest.mark.parametrize(("listed", "diagnosed"), [
+    ({"job-1/model.json": 120, "job-1/report.html": 900}, False),
+    ({"job-1/model.json": 64, "job-1/report.html": 900}, True),  # cut short
+    ({"job-1/model.json": 0, "job-1/report.html": 900}, True),  # emptied
+], ids=["whole", "truncated model.json", "zero-byte model.json"])
+def test_a_report_file_whose_size_is_not_the_committed_one_is_diagnosed_again(
+        listed: dict[str, int], diagnosed: bool) -> None:
+    row = make_row(output_bytes={"model.json": 120, "report.html": 900})
+    inventory = Inventory((JOB,), (), frozenset({"job-1"}), listed)
+    plan = plan_audit(inventory, previous_of(row), options=OPTIONS)
+    assert [job.job_id for job in plan.diagnose] == (["job-1"] if diagnosed else [])
+    assert plan.damaged == ((f"job-1/model.json: {listed['job-1/model.json']} bytes where 120 were written; "
+                             "damaged, so the job is diagnosed again",) if diagnosed else ())

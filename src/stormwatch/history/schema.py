@@ -1,14 +1,16 @@
-"""The history store's schema and file layout: one Parquet file per audit, partitioned by audit date.
+"""The history store's schema and file layout: Parquet files per audit, partitioned by audit date.
 
 Layout (keys relative to the reports prefix)::
 
-    history/date=YYYY-MM-DD/audit-YYYYMMDDTHHMMSSZ-<8 hex>.parquet
+    history/date=YYYY-MM-DD/audit-YYYYMMDDTHHMMSSZ-<8 hex>[-b<8 hex>].parquet
 
 ``date`` is the audit's UTC date (Hive-style, so DuckDB's ``hive_partitioning`` and pandas'
-``partitioning="hive"`` see it as a column); the 8 hex digits are a digest of the audit's
-(job id, input fingerprint) pairs, so replaying the same audit ``--as-of`` the same time writes the
-same key again instead of a second file. Each file holds rows of :data:`HISTORY_SCHEMA` and the
-key :data:`PARQUET_METADATA_KEY` in its footer's key-value metadata: ``{"schema_version": N}``.
+``partitioning="hive"`` see it as a column); the first 8 hex digits are a digest of the audit's
+(job id, input fingerprint) pairs, the ``-b`` ones of the job ids of one batch of it (an audit
+writes one file per batch it commits, see ``stormwatch.tasks.commits``), so replaying the same
+audit ``--as-of`` the same time writes the same keys again instead of second files. Each file
+holds rows of :data:`HISTORY_SCHEMA` and the key :data:`PARQUET_METADATA_KEY` in its footer's
+key-value metadata: ``{"schema_version": N}``.
 
 Units: every ``*_bytes`` column is bytes; ``*_ns`` columns are integer nanoseconds since the Unix
 epoch; ``audit_time`` is ``timestamp[ns, UTC]``. Invariant: one row per (audit_id, job_id, session_id,
@@ -73,7 +75,7 @@ READ_SCHEMA = pa.schema([
 ])
 
 _KEY = re.compile(
-    r"^history/date=(?P<date>\d{4}-\d{2}-\d{2})/(?P<audit>audit-\d{8}T\d{6}Z-[0-9a-f]{8})\.parquet$"
+    r"^history/date=(?P<date>\d{4}-\d{2}-\d{2})/(?P<audit>audit-\d{8}T\d{6}Z-[0-9a-f]{8})(?:-b[0-9a-f]{8})?\.parquet$"
 )
 
 

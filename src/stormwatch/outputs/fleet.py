@@ -1,7 +1,7 @@
 """The fleet summary: one row per job (``fleet.json``) and one per (job, session, rank) (``fleet.parquet``).
 
-Rows are built from each job's model.json document (parsed JSON), so a job
-skipped because its inputs did not change keeps the row of its last diagnosis.
+Rows are built from each job's model.json document (:class:`~stormwatch.outputs.document.JobDocument`),
+so a job skipped because its inputs did not change keeps the row of its last diagnosis.
 Failed and refused jobs get a row with their error and no verdict.
 
 A job diagnosed session by session (model.json's ``attempts``, see
@@ -34,7 +34,10 @@ from typing import Any
 
 import pandas as pd
 
-from stormwatch.analysis.model import IndicatorKind
+from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
+from stormwatch.outputs.attempts import FirstCause
+from stormwatch.outputs.document import JobDocument
+from stormwatch.outputs.document_attempts import session_rank_rows
 from stormwatch.outputs.verdict import VerdictStatus
 
 FLEET_SCHEMA_VERSION = 1
@@ -73,6 +76,9 @@ class FleetRow:
     worst_session: str | None = None  # the session id the verdict comes from
     worst_attempt: str | None = None  # a job of several sessions: that session's attempt, described
     cut_short: tuple[dict[str, Any], ...] = ()  # files that end mid-record: {rank, file, at_s, session_id, ...}
+    history_key: str | None = None  # the history file holding this diagnosis's rows (stormwatch.tasks.commits)
+    committed_at: str | None = None  # ISO 8601 wall-clock time its commit was written; None: before commits
+    output_bytes: dict[str, int] | None = None  # size of each report file written ({"model.json": n, ...})
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -103,94 +109,60 @@ def _verdict(value: Any) -> VerdictStatus | None:
     return None if value is None else VerdictStatus(value)
 
 
-def _indicator(indicators: Sequence[Mapping[str, Any]], kind: IndicatorKind) -> dict[str, Any] | None:
-    for item in indicators:
-        if item.get("kind") == kind:
-            return {name: item.get(name) for name in _INDICATOR_FIELDS}
-    return None
+def _cause(cause: FirstCause | AnomalyIndicator | None) -> dict[str, Any] | None:
+    return None if cause is None else {name: getattr(cause, name) for name in _INDICATOR_FIELDS}
 
 
-def session_rank_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A one-session document's rank rows: the model's rows with their facts (:data:`FACT_COLUMNS`) and
-    ``outlier`` (flagged on any metric; None when the document has no fleet facts). What an attempt
-    carries into its job's document (model.json ``attempts[].ranks``), and so into fleet.parquet."""
-    model = document.get("model", {})
-    fleet = document.get("fleet") or {}
-    facts = {fact.get("rank"): fact for fact in fleet.get("ranks", ())}
-    outliers = None if fleet.get("coverage") is None and not fleet.get("outlier_ranks") else {
-        item.get("rank") for item in fleet.get("outlier_ranks", ())}
-    return [
-        {**row, **{name: facts.get(row.get("rank"), {}).get(name) for name in FACT_COLUMNS},
-         "outlier": None if outliers is None else row.get("rank") in outliers}
-        for row in model.get("rows", ())
-    ]
+def _indicator(model: DiagnosticsModel, kind: IndicatorKind) -> dict[str, Any] | None:
+    return _cause(next((item for item in model.indicators if item.kind == kind), None))
 
 
-def _attempt_rows(attempts: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
-    return tuple({**rank, "session_id": attempt.get("session_id"), "session_verdict": attempt.get("verdict")}
-                 for attempt in attempts for rank in attempt.get("ranks") or ())
-
-
-def _cause(cause: Any) -> dict[str, Any] | None:
-    return {name: cause.get(name) for name in _INDICATOR_FIELDS} if isinstance(cause, Mapping) else None
+def _rank_rows(document: JobDocument) -> tuple[dict[str, Any], ...]:
+    """fleet.parquet's rows of the document: every diagnosed attempt's, else its own session's."""
+    if document.attempts:
+        return tuple({**rank.as_json(), "session_id": entry.attempt.session_id,
+                      "session_verdict": None if entry.attempt.verdict is None else entry.attempt.verdict.value}
+                     for entry in document.attempts for rank in entry.ranks)
+    session = {"session_id": document.selected_session_id, "session_verdict": document.verdict.status.value}
+    return tuple({**rank.as_json(), **session} for rank in session_rank_rows(document.model, document.fleet))
 
 
 def row_from_document(
-    document: Mapping[str, Any], *, status: JobStatus, report: str | None, exit_code: int | None = None
+    document: JobDocument, *, status: JobStatus, report: str | None, exit_code: int | None = None
 ) -> FleetRow:
     """A diagnosed (or skipped) job's row from its model.json; ``exit_code`` overrides the stored one
     (the stored one applied the ``--fail-on`` of the run that wrote it)."""
-    model = document.get("model", {})
-    verdict = document.get("verdict", {})
-    fleet = document.get("fleet") or {}
-    attempts = [item for item in document.get("attempts") or () if isinstance(item, Mapping)]
-    worst = next((item for item in attempts if item.get("session_id") == document.get("worst_session")), None)
-    if attempts:
-        rows = _attempt_rows(attempts)
-    else:
-        session = {"session_id": document.get("selected_session_id"), "session_verdict": verdict.get("status")}
-        rows = tuple({**rank, **session} for rank in session_rank_rows(document))
-    indicators = model.get("indicators", ())
+    model, verdict = document.model, document.verdict
+    fleet = None if document.fleet is None else document.fleet.as_json()
+    attempts = document.attempts or ()
+    worst = next((entry.attempt for entry in attempts if entry.attempt.session_id == document.worst_session), None)
     return FleetRow(
-        job_id=str(document.get("job_id")),
+        job_id=document.job_id,
         status=status,
-        verdict=_verdict(verdict.get("status")),
-        exit_code=verdict.get("exit_code") if exit_code is None else int(exit_code),
-        summary=verdict.get("summary"),
-        earliest=_cause(worst.get(IndicatorKind.EARLIEST)) if worst else _indicator(indicators, IndicatorKind.EARLIEST),
-        most_severe=(_cause(worst.get(IndicatorKind.MOST_SEVERE)) if worst
-                     else _indicator(indicators, IndicatorKind.MOST_SEVERE)),
-        ranks_present=len(model.get("present_ranks", ())),
-        ranks_expected=len(model.get("expected_ranks", ())),
-        missing_ranks=tuple(model.get("missing_ranks", ())),
-        diagnosed_at=document.get("generated_at"),
-        input_fingerprint=document.get("input_fingerprint"),
-        options=document.get("options"),
+        verdict=verdict.status,
+        exit_code=int(verdict.exit_code) if exit_code is None else int(exit_code),
+        summary=verdict.summary,
+        earliest=_cause(worst.earliest) if worst else _indicator(model, IndicatorKind.EARLIEST),
+        most_severe=_cause(worst.most_severe) if worst else _indicator(model, IndicatorKind.MOST_SEVERE),
+        ranks_present=len(model.present_ranks),
+        ranks_expected=len(model.expected_ranks),
+        missing_ranks=model.missing_ranks,
+        diagnosed_at=document.generated_at.isoformat(),
+        input_fingerprint=document.input_fingerprint,
+        options=None if document.options is None else dict(document.options),
         report=report,
-        outlier_ranks=tuple(dict(item) for item in fleet.get("outlier_ranks", ())),
-        coverage=None if fleet.get("coverage") is None else dict(fleet["coverage"]),
-        session_count=document.get("session_count", len(attempts) or None),
-        worst_session=document.get("worst_session"),
-        worst_attempt=_description(worst) if len(attempts) > 1 else None,
-        cut_short=_cut_short(document),
-        rank_rows=rows,
+        outlier_ranks=() if fleet is None else tuple(fleet["outlier_ranks"]),
+        coverage=None if fleet is None else fleet["coverage"],
+        session_count=document.session_count,
+        worst_session=document.worst_session,
+        worst_attempt=worst.describe() if worst is not None and len(attempts) > 1 else None,
+        cut_short=tuple({name: getattr(entry, name) for name in CUT_SHORT_FIELDS} for entry in document.cut_short),
+        rank_rows=_rank_rows(document),
     )
 
 
 #: What a fleet.json row keeps of each of model.json's ``cut_short`` entries.
 CUT_SHORT_FIELDS = ("rank", "file", "at_s", "session_id", "dropped_bytes")
-
-
-def _cut_short(document: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    entries = document.get("cut_short")
-    if not isinstance(entries, Sequence) or isinstance(entries, str):
-        return ()
-    return tuple({name: item.get(name) for name in CUT_SHORT_FIELDS} for item in entries if isinstance(item, Mapping))
-
-
-def _description(attempt: Mapping[str, Any] | None) -> str | None:
-    text = None if attempt is None else attempt.get("description")
-    return text if isinstance(text, str) else None
 
 
 def failed_row(job_id: str, *, status: JobStatus, error: str) -> FleetRow:

@@ -48,18 +48,32 @@ def test_build_inventory_sorts_entries_and_needs_every_report_file() -> None:
 
     listing = build_listing(["b", "a", "../x"])
     entries = {"a": [Entry("z", 1, "v1"), Entry("y", 2, "v2")]}
-    reports = [f"a/{name}" for name in REPORT_FILES] + ["b/model.json", "index.html"]
+    reports = [Entry(key, size, "v") for size, key in enumerate(
+        [f"a/{name}" for name in REPORT_FILES] + ["b/model.json", "index.html"], start=10)]
     inventory = build_inventory(listing, entries, reports)
     assert inventory.jobs == (JobInputs("a", (Entry("y", 2, "v2"), Entry("z", 1, "v1"))), JobInputs("b", ()))
     assert inventory.reported == frozenset({"a"})
+    assert inventory.report_bytes == {entry.key: entry.size_bytes for entry in reports[:-1]}  # job files only
     assert [item.raw_id for item in inventory.refused] == ["../x"]
 
 
 def test_session_folders_are_those_holding_a_report_file() -> None:
+    from stormwatch.load.tree import Entry
+
     keys = ["job-a/model.json", "job-a/sessions/s-1/model.json", "job-a/sessions/s-1/report.html",
             "job-a/sessions/s-2/report.html", "job-a/sessions/s-3/notes.txt", "job-a/sessions/readme.txt",
             "job-a/sessions/s-4/deeper/model.json", "job-b/other/s-5/model.json", "history/date=2026-11-30/a.parquet"]
     assert session_folders(keys) == {"job-a": frozenset({"sessions/s-1", "sessions/s-2"})}
     listing = build_listing(["job-a", "job-b"])
-    inventory = build_inventory(listing, {"job-a": [], "job-b": []}, keys)
+    inventory = build_inventory(listing, {"job-a": [], "job-b": []}, [Entry(key, 1, "v") for key in keys])
     assert [job.session_folders for job in inventory.jobs] == [frozenset({"sessions/s-1", "sessions/s-2"}), frozenset()]
+
+
+def test_the_inventory_gives_each_jobs_report_sizes(backend: Backend) -> None:
+    backend.put("jobs/job-a/rank_0/telemetry.jsonl", b"{}\n")
+    backend.put("reports/job-a/model.json", b"x" * 17)
+    backend.put("reports/job-a/report.html", b"y" * 5)
+    backend.put("reports/job-a/sessions/s-1/model.json", b"z" * 3)
+    inventory = backend.storage.take_inventory()
+    assert inventory.report_bytes == {"job-a/model.json": 17, "job-a/report.html": 5}
+    assert inventory.reported == frozenset({"job-a"})
