@@ -1,0 +1,74 @@
+"""Damage found by the next plain audit is repaired and said by name: a history file cut short and a
+commit object cut short move under reports/damaged/, a killed write's temp file is swept, a truncated
+model.json makes its job be diagnosed again; each is a ``repaired`` line, once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from stormwatch.flows.audit import nightly_audit
+from stormwatch.flows.parameters import AuditParameters
+from tests.faults.conftest import FLEET_JOBS, upload_fleet
+from tests.tasks.storage.backends import Backend, local_backend
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def audit(backend: Backend) -> dict[str, Any]:
+    return nightly_audit(AuditParameters(storage=backend.settings.uri))
+
+
+@pytest.fixture
+def audited(tmp_path: Path, fleet_files: Path) -> Backend:
+    backend = local_backend(tmp_path / "fleet")
+    upload_fleet(backend, fleet_files)
+    assert audit(backend)["summary"]["diagnosed"] == len(FLEET_JOBS)
+    return backend
+
+
+def damaged_keys(backend: Backend) -> list[str]:
+    return sorted(key for key in backend.stored_keys() if key.startswith("reports/damaged/"))
+
+
+def test_a_history_file_cut_short_is_moved_aside_once(audited: Backend) -> None:
+    (key,) = [key for key in audited.stored_keys() if key.startswith("reports/history/")]
+    audited.put(key, b"")
+    result = audit(audited)
+    (line,) = result["repaired"]
+    assert line.startswith(f"{key.removeprefix('reports/')}: damaged; moved to damaged/history/")
+    assert audited.get(key) is None and len(damaged_keys(audited)) == 1
+    assert audit(audited)["repaired"] == []  # repaired: said once
+
+
+def test_a_stale_temp_file_is_swept(audited: Backend) -> None:
+    audited.put("reports/.fleet.json.k3j2h1.tmp", b'{"jobs": [')
+    result = audit(audited)
+    assert result["repaired"] == [".fleet.json.k3j2h1.tmp: a killed write's temporary file; removed"]
+    assert audited.get("reports/.fleet.json.k3j2h1.tmp") is None
+
+
+def test_a_truncated_model_json_is_rewritten_by_a_plain_audit(audited: Backend) -> None:
+    whole = audited.get("reports/critical-job/model.json") or b""
+    audited.put("reports/critical-job/model.json", whole[: len(whole) // 2])
+    result = audit(audited)
+    assert result["summary"]["diagnosed"] == 1 and result["summary"]["skipped"] == len(FLEET_JOBS) - 1
+    assert result["repaired"] == [f"critical-job/model.json: {len(whole) // 2} bytes where {len(whole)} were "
+                                  "written; damaged, so the job is diagnosed again"]
+    assert orjson.loads(audited.get("reports/critical-job/model.json") or b"")["job_id"] == "critical-job"
+
+
+def test_a_commit_cut_short_is_moved_aside_and_its_jobs_diagnosed_again(tmp_path: Path, fleet_files: Path) -> None:
+    backend = local_backend(tmp_path / "fleet")
+    upload_fleet(backend, fleet_files)
+    backend.put("reports/.commits/audit-20261001T020000Z-0123abcd-b00000000.parquet", b"PAR1 cut")
+    result = audit(backend)
+    (line,) = result["repaired"]
+    assert line.startswith(".commits/audit-20261001T020000Z-0123abcd-b00000000.parquet: not a readable commit")
+    assert line.endswith("moved to damaged/.commits/audit-20261001T020000Z-0123abcd-b00000000.parquet."
+                         + line.rsplit(".", 1)[-1])
+    assert result["summary"]["diagnosed"] == len(FLEET_JOBS)
+    assert not [key for key in backend.stored_keys() if key.startswith("reports/.commits/")]
