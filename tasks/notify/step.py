@@ -20,7 +20,7 @@ logged problem.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -64,15 +64,18 @@ class UnchangedJob:
 def unchanged_findings(
     storage: Storage, jobs: Sequence[UnchangedJob], ledger: LedgerState, *, settings: NotifySettings
 ) -> list[JobFinding]:
-    """The findings of unchanged jobs that still need a decision (:func:`undecided`), read from
-    their model.json; the others cost no read. A missing or damaged model.json gives none. (Retries
-    come from the alert state; this catches decisions a failed ledger write lost, and ledgers from
-    before the alert state.)"""
+    """The findings of unchanged jobs that still need a decision, read from their model.json; the
+    others cost no read. A job needs one when it was committed but never notified (an audit killed
+    between its commit and its notify step: its run was never observed, so neither a new alert nor a
+    resolution was decided), or when the ledger lacks its decision (:func:`undecided`: a failed
+    ledger write, a ledger from before the alert state). A missing or damaged model.json gives none."""
     findings: list[JobFinding] = []
     for job in jobs:
         row = job.row
         indicators = {IndicatorKind.EARLIEST: row.earliest, IndicatorKind.MOST_SEVERE: row.most_severe}
-        if not undecided(ledger, row.job_id, indicators, channels=settings.channels, notify_on=settings.notify_on):
+        never_notified = row.committed_at is not None and row.notified_at is None
+        if not never_notified and not undecided(ledger, row.job_id, indicators, channels=settings.channels,
+                                                notify_on=settings.notify_on):
             continue
         data = storage.read_report(model_json_key(row.job_id))
         try:
@@ -120,13 +123,19 @@ def commit_alerts(storage: Storage, result: NotifyResult, *, version: str | None
     return False
 
 
-def publish_overview(storage: Storage, overview: Mapping[str, object]) -> bool:
-    """fleet.json with its ``alerts`` member replaced, and the index rendered again; False without a fleet.json."""
+def publish_overview(storage: Storage, overview: Mapping[str, object], *, notified: Collection[str] = (),
+                     stamp: str | None = None) -> bool:
+    """fleet.json with its ``alerts`` member replaced and the rows of the ``notified`` job ids marked
+    ``notified_at`` = ``stamp`` (their runs were observed by a notify step that ran to its end), and
+    the index rendered again; False without a fleet.json."""
     data = storage.read_report(FLEET_JSON_KEY)
     if not data:
         return False
     document = orjson.loads(data)
     document["alerts"] = overview
+    for job in document.get("jobs", ()):
+        if isinstance(job, dict) and job.get("job_id") in notified:
+            job["notified_at"] = stamp
     data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
     storage.write_report(FLEET_JSON_KEY, data, content_type=MediaType.JSON)
     storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=MediaType.HTML)
@@ -176,7 +185,8 @@ def notify_step(
     stored = commit_alerts(storage, result, version=claimed[0], read=None if claimed[0] != version else alerts)
     if not stored:
         summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]
-    publish_overview(storage, result.overview)
+    notified = {finding.job_id for finding in findings} | {job.row.job_id for job in unchanged}
+    publish_overview(storage, result.overview, notified=notified, stamp=now.isoformat())
     return summary
 
 

@@ -79,6 +79,7 @@ class FleetRow:
     history_key: str | None = None  # the history file holding this diagnosis's rows (stormwatch.tasks.commits)
     committed_at: str | None = None  # ISO 8601 wall-clock time its commit was written; None: before commits
     output_bytes: dict[str, int] | None = None  # size of each report file written ({"model.json": n, ...})
+    notified_at: str | None = None  # when a notify step that ran to its end observed this run; None: not yet
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
