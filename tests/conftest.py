@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -149,3 +150,25 @@ def smtp() -> Iterator[SmtpRecorder]:
     """An aiosmtpd server on a free 127.0.0.1 port recording messages."""
     with smtp_server() as server:
         yield server
+
+
+# Ending the run without interpreter teardown: in 2 of about 8 full runs on this machine the test
+# process segfaulted after every test had passed and the summary was printed (exit 139), while
+# finalising with the background threads of Prefect's client, Arrow's pools and the test servers
+# still alive. The results are final by then; the exit code must be pytest's, not the teardown's.
+# STORMWATCH_TEST_TEARDOWN=full keeps the teardown, to chase that crash.
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    status = config.stash.get(_EXIT_STATUS, None)
+    if status is not None and os.environ.get("STORMWATCH_TEST_TEARDOWN") != "full":
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(status)
