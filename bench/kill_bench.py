@@ -78,7 +78,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -1108,7 +1108,7 @@ ROWS: tuple[tuple[str, Callable[[Result], object]], ...] = (
 
 
 def table(scenario: Scenario, results: dict[str, Result], kinds: Sequence[str]) -> list[str]:
-    width = 48
+    width = 60
     lines = [f"== {scenario.name}: {scenario.title}", " " * width + "".join(f"{kind:>20}" for kind in kinds)]
 
     def row(label: str, cell: Callable[[Result], object]) -> None:
@@ -1117,7 +1117,7 @@ def table(scenario: Scenario, results: dict[str, Result], kinds: Sequence[str]) 
 
     for label, cell in ROWS:
         row(label, cell)
-    if any(result.concurrent_bad or scenario.plans[0].concurrent for result in results.values()):
+    if any(plan.concurrent for plan in scenario.plans) or any(r.concurrent_bad for r in results.values()):
         row("nights not audited by exactly one of two", lambda r: r.concurrent_bad)
     if any(result.rows_destroyed for result in results.values()):
         row("history rows destroyed by the damage itself", lambda r: r.rows_destroyed)
@@ -1226,6 +1226,27 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def run_scenarios(bench: Bench, chosen: Sequence[Scenario], kinds: Sequence[str],
+                  work: Path) -> dict[str, dict[str, Result]]:
+    """Each scenario on every storage, its table printed as soon as it is done (and its results saved
+    as JSON under ``work/results/``)."""
+    import orjson
+
+    results: dict[str, dict[str, Result]] = {}
+    (work / "results").mkdir(exist_ok=True)
+    for item in chosen:
+        results[item.name] = {}
+        for kind in kinds:
+            t0 = time.perf_counter()
+            results[item.name][kind] = bench.scenario(item, kind)
+            print(f"  {kind} {item.name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        print("\n" + "\n".join(table(item, results[item.name], kinds)) + "\n", flush=True)
+        saved = {kind: {**asdict(result), "damaged": sorted(result.damaged)}
+                 for kind, result in results[item.name].items()}
+        (work / "results" / f"{item.name}.json").write_bytes(orjson.dumps(saved, option=orjson.OPT_INDENT_2))
+    return results
+
+
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     if str(REPO) not in sys.path:
@@ -1244,20 +1265,12 @@ def main(argv: Sequence[str]) -> int:
         with prefect_server(work / "prefect") as api_url, receivers() as rx:
             print(f"kill bench: {', '.join(kinds)}; Prefect API {api_url}; work {work}", flush=True)
             bench = Bench(work, child_env(work / "prefect", api_url), rx, inputs, args.seed, s3)
-            results: dict[str, dict[str, Result]] = {item.name: {} for item in chosen}
             for kind in kinds:
                 bench.oracle(kind)
-                for item in chosen:
-                    t0 = time.perf_counter()
-                    results[item.name][kind] = bench.scenario(item, kind)
-                    print(f"  {kind} {item.name}: {time.perf_counter() - t0:.0f} s", flush=True)
+            results = run_scenarios(bench, chosen, kinds, work)
     finally:
         if s3 is not None:
             s3.stop()
-    print()
-    for item in chosen:
-        print("\n".join(table(item, results[item.name], kinds)))
-        print()
     lines, ok = verdict_lines(results)
     print("\n".join(lines))
     print(f"\n{time.perf_counter() - started:.0f} s in all")
