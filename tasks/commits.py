@@ -96,7 +96,8 @@ def commit_batch(storage: Storage, rows: Sequence[FleetRow], history: pa.Table |
     body = _encode(kept, table, audit=audit, audit_time=audit_time, committed_at=committed_at, target=target)
     key = commit_key(name)
     storage.write_report(key, body, content_type=PARQUET_CONTENT_TYPE)
-    commit = decode(key, body)
+    commit = Commit(key=key, audit_id=audit, audit_time=audit_time, committed_at=datetime.fromisoformat(committed_at),
+                    history_key=target, rows=kept, history=table)
     apply(storage, commit, body=body)
     return commit
 
