@@ -52,6 +52,7 @@ from stormwatch.alerting.ledger import (
     FindingKey,
     LedgerState,
     append_lines,
+    firing_job_ids,
     read_ledger,
 )
 from stormwatch.alerting.observations import Fingerprint, RunMark, observe
@@ -267,6 +268,7 @@ def notify_jobs(
     config: Mapping[str, str | None] | None = None,
     claim: Claim | None = None,
     repairs: Sequence[str] = (),
+    revive: Callable[[frozenset[str]], Sequence[JobFinding]] | None = None,
 ) -> NotifyResult:
     """Decide, send and record notifications; never raises for a channel's failure.
 
@@ -276,7 +278,10 @@ def notify_jobs(
     UTC); ``routes``: None sends everything to the default receiver; ``config``: configuration files
     read (name -> error text, None when fine), recorded in the ledger when their state changes;
     ``claim``: called with the alert state holding this call's claims before anything is sent;
-    ``repairs``: lines saying what the caller repaired in the files read (reported with the problems).
+    ``repairs``: lines saying what the caller repaired in the files read (reported with the problems);
+    ``revive``: when the alert state is missing or unusable, called with the job ids (not among
+    ``jobs``) whose alerts the ledger shows firing, for those jobs' stored findings: observed again,
+    their alerts are re-created (told, as the ledger shows) and can resolve later.
     """
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     stamp = now.isoformat()
@@ -288,6 +293,9 @@ def notify_jobs(
         left_over = settle_claims(book, state.claims)  # claims of an audit that stopped: see claims
         book = left_over.book
         names = settings.alerting.job_names()
+        if revive is not None and (alerts is None or rebuilt is not None):
+            wanted = firing_job_ids(state) - {job.job_id for job in jobs}
+            jobs = [*jobs, *revive(wanted)] if wanted else jobs
         observed = observe(jobs, names=names, known_runs=book.runs, fleet_evaluated=fleet_evaluated)
         advanced, transitions = advance(book, observed, now=now)
         if alerts is None or rebuilt is not None:  # no usable state: what the ledger shows sent stays told

@@ -69,15 +69,22 @@ def unchanged_findings(
     between its commit and its notify step: its run was never observed, so neither a new alert nor a
     resolution was decided), or when the ledger lacks its decision (:func:`undecided`: a failed
     ledger write, a ledger from before the alert state). A missing or damaged model.json gives none."""
-    findings: list[JobFinding] = []
+    needed = []
     for job in jobs:
         row = job.row
         indicators = {IndicatorKind.EARLIEST: row.earliest, IndicatorKind.MOST_SEVERE: row.most_severe}
         never_notified = row.committed_at is not None and row.notified_at is None
-        if not never_notified and not undecided(ledger, row.job_id, indicators, channels=settings.channels,
-                                                notify_on=settings.notify_on):
-            continue
-        data = storage.read_report(model_json_key(row.job_id))
+        if never_notified or undecided(ledger, row.job_id, indicators, channels=settings.channels,
+                                       notify_on=settings.notify_on):
+            needed.append(job)
+    return stored_findings(storage, needed)
+
+
+def stored_findings(storage: Storage, jobs: Sequence[UnchangedJob]) -> list[JobFinding]:
+    """The findings of ``jobs`` as their model.json holds them; a missing or damaged one gives none."""
+    findings: list[JobFinding] = []
+    for job in jobs:
+        data = storage.read_report(model_json_key(job.row.job_id))
         try:
             document = orjson.loads(data) if data else None
             if isinstance(document, dict):
@@ -168,9 +175,15 @@ def notify_step(
             claimed[0] = storage.replace_report_if(ALERTS_KEY, data, version=version, content_type=MediaType.JSON)
         return claimed[0] is not None
 
+    evaluated = {finding.job_id for finding in findings}
+
+    def revive(job_ids: frozenset[str]) -> list[JobFinding]:  # the alert state was lost: see notify_jobs
+        return stored_findings(storage, [job for job in unchanged
+                                         if job.row.job_id in job_ids and job.row.job_id not in evaluated])
+
     result = notify_jobs(findings, ledger=ledger, settings=settings, now=now, alerts=alerts, routes=config.routes,
                          silences=config.silences, fleet_evaluated=fleet_evaluated, config=config.files, claim=claim,
-                         repairs=repaired)
+                         repairs=repaired, revive=revive)
     summary: dict[str, object] = {
         "sent": result.sent, "failed": result.failed, "skipped": result.skipped,
         "channels": [str(channel) for channel in settings.channels], "problems": list(result.problems),

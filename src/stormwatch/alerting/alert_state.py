@@ -23,6 +23,7 @@ from stormwatch.alerting.observations import Fingerprint, Observed, fingerprint_
 from stormwatch.history.job_names import JobNamePattern
 
 KEEP_RESOLVED = timedelta(days=30)
+_TOLD = frozenset({ChannelStatus.SENT, ChannelStatus.STILL_FIRING})  # a target's line once it was told
 
 
 def _pending(record: AlertRecord) -> bool:
@@ -78,7 +79,7 @@ def seeded(book: AlertBook, transitions: Mapping[Fingerprint, Transition], lates
         if fingerprint is None:
             continue
         for target, outcome in decision.channels.items():
-            if outcome.status is ChannelStatus.SENT:
+            if outcome.status in _TOLD:
                 told = sent_at.setdefault(fingerprint, {})
                 told[target] = max(told.get(target, ""), decision.decided_at)
     records = dict(book.records)

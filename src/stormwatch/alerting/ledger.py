@@ -270,6 +270,23 @@ def pending_job_ids(
     }
 
 
+_RESOLVED = "resolved"  # a line's ``state`` once its alert resolved (alert_records.Transition imports us)
+
+
+def firing_job_ids(state: LedgerState) -> frozenset[str]:
+    """The job ids whose alerts the ledger shows firing: per alert (its ``alert`` fingerprint, or the
+    finding's key on a line written before there was one), the job of its newest line, unless that
+    line resolved it. What an alert state rebuilt from the ledger must observe again: without it an
+    unchanged job's firing alert would be forgotten and its resolution never sent."""
+    newest: dict[str, Decision] = {}
+    for decision in state.latest.values():
+        alert = decision.alert or decision.key.text
+        known = newest.get(alert)
+        if known is None or known.decided_at <= decision.decided_at:
+            newest[alert] = decision
+    return frozenset(decision.key.job_id for decision in newest.values() if decision.state != _RESOLVED)
+
+
 _UNSETTLED = frozenset({ChannelStatus.FAILED, ChannelStatus.IN_FLIGHT,
                         ChannelStatus.SKIPPED_BELOW_THRESHOLD})
 

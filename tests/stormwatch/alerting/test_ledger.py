@@ -12,6 +12,7 @@ from stormwatch.alerting.ledger import (
     Decision,
     FindingKey,
     append_lines,
+    firing_job_ids,
     pending_job_ids,
     read_ledger,
 )
@@ -74,3 +75,21 @@ def test_pending_jobs_are_those_not_yet_sent_on_a_configured_channel() -> None:
         "warning-only",
     }
     assert pending_job_ids(None, channels=list(ChannelName)) == set()
+
+
+def line(job_id: str, *, state: str | None, at: str, alert: str | None = "llama|oom|oom") -> Decision:
+    key = FindingKey(job_id, "oom", 0, "oom", 1)
+    return Decision(key, Severity.CRITICAL, at, {ChannelName.SLACK: ChannelOutcome(ChannelStatus.SENT, 1)},
+                    alert=alert, state=state)
+
+
+@pytest.mark.parametrize(("lines", "firing"), [
+    ([line("llama-1", state="firing", at="2026-01-01")], {"llama-1"}),
+    ([line("llama-1", state="firing", at="2026-01-01"), line("llama-2", state="still_firing", at="2026-01-02")],
+     {"llama-2"}),  # the alert moved on to the newer run
+    ([line("llama-1", state="firing", at="2026-01-01"), line("llama-2", state="resolved", at="2026-01-02")], set()),
+    ([line("llama-1", state=None, at="2026-01-01", alert=None)], {"llama-1"}),  # a line from before alerts
+    ([], set()),
+], ids=["firing", "moved", "resolved", "no alert member", "empty"])
+def test_the_jobs_whose_alerts_the_ledger_shows_firing(lines: list[Decision], firing: set[str]) -> None:
+    assert firing_job_ids(read_ledger(append_lines(None, lines))) == firing

@@ -14,14 +14,16 @@ import pytest
 from stormwatch.alerting.findings import JobFinding
 from stormwatch.alerting.policy import AlertPolicy
 from stormwatch.alerting.silences import Silence, SilenceBook, SilenceMatcher, silence_id
+from stormwatch.outputs.document import JobDocument
+from stormwatch.outputs.fleet import JobStatus, row_from_document
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.notify.config_store import change_silences
 from stormwatch.tasks.notify.dispatch import notify_jobs
 from stormwatch.tasks.notify.settings import NotifySettings
-from stormwatch.tasks.notify.step import commit_alerts, notify_step
+from stormwatch.tasks.notify.step import UnchangedJob, commit_alerts, notify_step
 from stormwatch.tasks.publish import publish_fleet
 from stormwatch.tasks.storage.local import LocalStorage
-from stormwatch.tasks.storage.protocol import ALERTS_KEY, StorageSettings
+from stormwatch.tasks.storage.protocol import ALERTS_KEY, StorageSettings, model_json_key
 from tests.stormwatch.alerting.documents import document
 from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, webhook_server
 from tests.tasks.notify.test_notify import settings, slack_text
@@ -60,6 +62,10 @@ def finding(name: str, job_id: str) -> JobFinding:
 
 def ledger(storage: LocalStorage) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in (storage.read_report("notifications.jsonl") or b"").splitlines()]
+
+
+def alert_statuses(storage: LocalStorage) -> dict[str, str]:
+    return {item["alert"]: item["status"] for item in orjson.loads(storage.read_report(ALERTS_KEY) or b"")["alerts"]}
 
 
 def fleet(storage: LocalStorage) -> dict[str, Any]:
@@ -250,6 +256,36 @@ def test_a_lost_alert_state_is_rebuilt_from_the_ledger_and_nothing_is_sent_again
     assert orjson.loads(storage.read_report(ALERTS_KEY) or b"")["alerts"]  # a usable state again
     third = notify_step(storage, first, settings=quiet, now=NOW + timedelta(days=2))
     assert third["sent"] == 0 and not [p for p in third["problems"] if "rebuilt" in p]
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"version": 2, "findings": {}, "alerts": [{"fingerp', None],
+                         ids=["zero bytes", "truncated", "deleted"])
+def test_a_rebuilt_state_keeps_an_unchanged_jobs_alert_firing_until_it_resolves(
+        storage: LocalStorage, webhook: WebhookServer, damage: bytes | None) -> None:
+    """The audit after the loss diagnoses only bert-7; llama-8r-0141 is unchanged, its alert known only
+    from the ledger. It is re-created from its model.json, told, and resolves when a clean run comes."""
+    told = settings(webhook, alerting=AlertPolicy(notify_resolved=True))
+    llama = document("collective", job_id="llama-8r-0141")
+    storage.write_report(model_json_key("llama-8r-0141"), orjson.dumps(llama), content_type=MediaType.JSON)
+    row = row_from_document(JobDocument.from_data(llama, name="model.json"), status=JobStatus.DIAGNOSED,
+                            report=None)
+    bert = finding("alerts", "bert-7")
+    assert notify_step(storage, [JobFinding.from_document(llama, report_url=None), bert], settings=told,
+                       now=NOW)["sent"] == 2
+    before = alert_statuses(storage)
+    assert before["llama-8r|most_severe|collective:collective_confident"] == "firing"
+    if damage is None:
+        storage.delete_report(ALERTS_KEY)
+    else:
+        storage.write_report(ALERTS_KEY, damage, content_type=MediaType.JSON)
+    again = notify_step(storage, [bert], settings=told, now=NOW + timedelta(days=1),
+                        unchanged=[UnchangedJob(row, None)])
+    assert again["sent"] == 0 and len(webhook.posts) == 2
+    assert alert_statuses(storage) == before
+    clean = finding("clean", "llama-8r-0142")
+    assert notify_step(storage, [clean], settings=told, now=NOW + timedelta(days=2))["sent"] == 1
+    assert webhook.posts[-1]["blocks"][0]["text"]["text"] == "Stormwatch: resolved GPU-memory finding"
+    assert webhook.posts[-1]["text"].endswith("collective:collective_confident of llama-8r")
 
 
 def test_a_stalled_audits_outcomes_land_in_the_state_its_successor_wrote(storage: LocalStorage,
