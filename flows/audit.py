@@ -208,7 +208,8 @@ def audit_jobs(
     plan = plan_audit(inventory, previous, options=options)
     repaired += list(plan.damaged)
     engine = params.engine_settings()
-    batches = batch_by_bytes(plan.diagnose, sizing=params.batch_sizing(), parallelism=engine.parallelism)
+    batches = batch_by_bytes(plan.diagnose, sizing=params.batch_sizing(), parallelism=engine.parallelism,
+                             repairs=plan.repairs)
     logger.info("%d jobs: %d to diagnose (%d bytes, %d batches), %d unchanged, %d refused ids",
                 len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), len(plan.unchanged),
                 len(inventory.refused))

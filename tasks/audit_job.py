@@ -97,10 +97,12 @@ class JobOutcome:
 @dataclass(frozen=True)
 class JobWork:
     """A job to diagnose and the earlier runs of its job name (one row per run, in run order, see
-    :func:`stormwatch.history.frame.job_runs`; None: none kept)."""
+    :func:`stormwatch.history.frame.job_runs`; None: none kept). ``repair_of``: for a job diagnosed
+    only to rewrite its outputs, the history file already holding its diagnosis's rows."""
 
     job: JobInputs
     earlier: pd.DataFrame | None = None
+    repair_of: str | None = None
 
 
 
@@ -118,6 +120,13 @@ def _previous(storage: Storage, job_id: str) -> JobDocument | DocumentError | No
 
 def _unchanged(previous: JobDocument, fingerprint: str, options: DiagnoseOptions) -> bool:
     return previous.input_fingerprint == fingerprint and previous.options == options.recorded()
+
+
+def _outputs_whole(storage: Storage, row: FleetRow) -> bool:
+    """Whether the job's model.json and report.html are both there, at the sizes its commit wrote."""
+    sizes = {entry.key: entry.size_bytes for entry in storage.list_reports(row.job_id)
+             if entry.key in (model_json_key(row.job_id), report_html_key(row.job_id))}
+    return len(sizes) == 2 and not row.damaged_outputs(sizes)
 
 
 def _finding(document: JobDocument, link: str) -> JobFinding | None:
@@ -140,12 +149,14 @@ def audit_one(
     link = options.report_link(storage, report)
     committed = None if options.force else committed_row(storage, job_id)
     if (isinstance(previous, JobDocument) and _unchanged(previous, fingerprint, options.diagnose)
-            and committed is not None and committed.input_fingerprint == fingerprint):
+            and committed is not None and committed.input_fingerprint == fingerprint
+            and _outputs_whole(storage, committed)):
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(previous.verdict.status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
+    repair = None if committed is None else committed.repair_of(fingerprint, options.diagnose.recorded())
     return diagnose_inputs(storage, JobInputs(job_id, tuple(entries)), options=options, earlier=earlier,
-                           listed_sessions=listed_folders(storage, job_id))
+                           listed_sessions=listed_folders(storage, job_id), repair_of=repair)
 
 
 def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: datetime) -> JobDiagnosis:
@@ -173,13 +184,15 @@ def write_sessions(storage: Storage, diagnosis: JobDiagnosis, *, generated_at: d
 
 def diagnose_inputs(
     storage: Storage, job: JobInputs, *, options: AuditOptions, earlier: pd.DataFrame | None = None,
-    listed_sessions: frozenset[str] | None = None,
+    listed_sessions: frozenset[str] | None = None, repair_of: str | None = None,
 ) -> JobOutcome:
     """Diagnose a job from its listed inputs (no skip check here), compare it with ``earlier``
     runs of its job name (model.json's ``fleet.regression``) and store its reports (and, session by
     session, those of its sessions); its history rows are one per (session, rank). The session
     folders it no longer has (``listed_sessions``, else the inventory's ``job.session_folders``)
-    lose their reports (:mod:`stormwatch.tasks.stale_sessions`)."""
+    lose their reports (:mod:`stormwatch.tasks.stale_sessions`). ``repair_of``: the history file that
+    already holds this diagnosis's rows (its inputs and options are those committed; only its outputs
+    were missing or damaged): the outcome then brings no history rows, and its row names that file."""
     tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
                              max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
     acting_at = options.acting_at()
@@ -198,7 +211,10 @@ def diagnose_inputs(
     row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)
     # the sizes written, so that a later audit can tell a report file cut short (tasks/plan.py)
     row = replace(row, output_bytes={MODEL_JSON: len(model_json), REPORT_HTML: len(page)})
-    return JobOutcome(row, _finding(document, options.report_link(storage, report)), history)
+    finding = _finding(document, options.report_link(storage, report))
+    if repair_of is not None:  # a repair: the history has this run already
+        return JobOutcome(replace(row, history_key=repair_of), finding)
+    return JobOutcome(row, finding, history)
 
 
 def failed_outcome(job_id: str, error: BaseException | str) -> JobOutcome:
@@ -212,7 +228,8 @@ def run_job(work: JobWork, settings: StorageSettings, options: AuditOptions) -> 
     transiently (``options.job_retry``); never raises for the job (its failure is its row)."""
     outcome: list[JobOutcome] = []
     attempted = options.job_retry.run(lambda: outcome.append(
-        diagnose_inputs(storage_for(settings), work.job, options=options, earlier=work.earlier)))
+        diagnose_inputs(storage_for(settings), work.job, options=options, earlier=work.earlier,
+                        repair_of=work.repair_of)))
     if attempted.error is not None:
         return failed_outcome(work.job.job_id, attempted.error)
     return outcome[0]

@@ -11,8 +11,8 @@ ones start early and the small ones fill in behind them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from stormwatch.tasks.storage.inventory import JobInputs
 
@@ -44,10 +44,12 @@ class BatchSizing:
 
 @dataclass(frozen=True)
 class Batch:
-    """Jobs diagnosed by one task run; ``number`` counts from 1 in the order batches start."""
+    """Jobs diagnosed by one task run; ``number`` counts from 1 in the order batches start;
+    ``repairs``: those of its jobs whose outputs are only rewritten (see ``AuditPlan.repairs``)."""
 
     number: int
     jobs: tuple[JobInputs, ...]
+    repairs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def size_bytes(self) -> int:
@@ -58,8 +60,10 @@ class Batch:
         return f"{self.number}-{len(self.jobs)}-jobs"
 
 
-def batch_by_bytes(jobs: Iterable[JobInputs], *, sizing: BatchSizing, parallelism: int) -> list[Batch]:
-    """Every job in exactly one batch; each batch within the budget unless it holds one job."""
+def batch_by_bytes(jobs: Iterable[JobInputs], *, sizing: BatchSizing, parallelism: int,
+                   repairs: Mapping[str, str] | None = None) -> list[Batch]:
+    """Every job in exactly one batch; each batch within the budget unless it holds one job; each
+    batch carries the ``repairs`` of its own jobs."""
     ordered = sorted(jobs, key=lambda job: (-job.size_bytes, job.job_id))
     budget = sizing.budget_bytes(sum(job.size_bytes for job in ordered), parallelism=parallelism)
     groups: list[list[JobInputs]] = []
@@ -70,4 +74,6 @@ def batch_by_bytes(jobs: Iterable[JobInputs], *, sizing: BatchSizing, parallelis
             filled = 0
         groups[-1].append(job)
         filled += job.size_bytes
-    return [Batch(number, tuple(group)) for number, group in enumerate(groups, start=1)]
+    repairs = repairs or {}
+    return [Batch(number, tuple(group), {job.job_id: repairs[job.job_id] for job in group if job.job_id in repairs})
+            for number, group in enumerate(groups, start=1)]

@@ -55,7 +55,8 @@ def diagnose_batch(
     diagnosed jobs are committed together once their outputs are written (``audit``: the audit's id,
     :mod:`stormwatch.tasks.commits`). ``earlier``: earlier runs by job name (the batch's names only)."""
     earlier = earlier or {}
-    work = [JobWork(job, earlier.get(options.job_names.name_of(job.job_id))) for job in batch.jobs]
+    work = [JobWork(job, earlier.get(options.job_names.name_of(job.job_id)), repair_of=batch.repairs.get(job.job_id))
+            for job in batch.jobs]
     outcomes = shared_pool(engine).map(run_job, work, settings, options, on_death=died_outcome)
     return commit_outcomes(storage_for(settings), outcomes, audit=audit, audit_time=options.acting_at())
 

@@ -4,7 +4,9 @@ A job is unchanged, and keeps its previous row without a request of its own, whe
 its listed inputs give the fingerprint its last committed diagnosis recorded, it was
 diagnosed with the same options (engine version included), its model.json and report.html
 are still there, and its ranks are known (in fleet.parquet, or in its commit). Every other
-valid job is diagnosed; ``force`` diagnoses them all. The committed rows are fleet.json's
+valid job is diagnosed; ``force`` diagnoses them all. A job diagnosed only because its outputs
+are missing or damaged (its committed diagnosis has these inputs and options) is a repair: its
+outputs are rewritten and its history keeps the one run it has. The committed rows are fleet.json's
 with those of every commit not yet folded into it laid over them
 (:mod:`stormwatch.tasks.commits`): a job whose reports exist but whose diagnosis was never
 committed (an audit killed between the two) is diagnosed again, never taken as unchanged
@@ -36,8 +38,6 @@ from stormwatch.tasks.storage.protocol import (
 
 log = logging.getLogger(__name__)
 
-#: Rows whose last diagnosis stands while their inputs do not change.
-_DIAGNOSED = (JobStatus.DIAGNOSED, JobStatus.SKIPPED)
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,10 @@ class AuditPlan:
     unchanged_ranks: pd.DataFrame | None
     commits: tuple[str, ...] = ()
     damaged: tuple[str, ...] = ()  # report files found damaged (their jobs are among ``diagnose``)
+    #: Jobs among ``diagnose`` whose inputs and options are those of their committed diagnosis (their
+    #: outputs are missing or damaged): job id -> the history file already holding that diagnosis's
+    #: rows. Diagnosing them rewrites their outputs and records no second run.
+    repairs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def diagnose_bytes(self) -> int:
@@ -107,27 +111,11 @@ def _unchanged(job: JobInputs, row: FleetRow | None, *, inventory: Inventory, ra
                recorded: Mapping[str, object]) -> bool:
     return (
         row is not None
-        and row.status in _DIAGNOSED
-        and row.verdict is not None
-        and row.input_fingerprint == job.fingerprint
-        and row.options == recorded
+        and row.settles(job.fingerprint, recorded)
         and job.job_id in inventory.reported
-        and not damaged_outputs(row, inventory)
+        and not row.damaged_outputs(inventory.report_bytes)
         and (not row.ranks_present or bool(row.rank_rows) or job.job_id in ranked)
     )
-
-
-def damaged_outputs(row: FleetRow, inventory: Inventory) -> list[str]:
-    """One line per report file of ``row``'s job whose size is not the size its commit wrote (cut
-    short, emptied, replaced): the job is then diagnosed again, rewriting it. Rows committed before
-    sizes were recorded have nothing to compare."""
-    lines = []
-    for name, size in sorted((row.output_bytes or {}).items()):
-        key = f"{row.job_id}/{name}"
-        found = inventory.report_bytes.get(key)
-        if found is not None and found != size:
-            lines.append(f"{key}: {found} bytes where {size} were written; damaged, so the job is diagnosed again")
-    return lines
 
 
 def plan_audit(inventory: Inventory, previous: PreviousFleet, *, options: AuditOptions) -> AuditPlan:
@@ -135,10 +123,14 @@ def plan_audit(inventory: Inventory, previous: PreviousFleet, *, options: AuditO
     ranked = set() if previous.ranks is None else set(previous.ranks["job_id"].dropna().astype(str))
     diagnose: list[JobInputs] = []
     unchanged: list[FleetRow] = []
+    repairs: dict[str, str] = {}
     for job in inventory.jobs:
         row = previous.rows.get(job.job_id)
         if options.force or not _unchanged(job, row, inventory=inventory, ranked=ranked, recorded=recorded):
             diagnose.append(job)
+            repair = None if options.force or row is None else row.repair_of(job.fingerprint, recorded)
+            if repair is not None:
+                repairs[job.job_id] = repair
             continue
         assert row is not None and row.verdict is not None  # as _unchanged checked
         unchanged.append(dataclasses.replace(
@@ -149,5 +141,6 @@ def plan_audit(inventory: Inventory, previous: PreviousFleet, *, options: AuditO
     if previous.ranks is not None and kept:
         ranks = previous.ranks[previous.ranks["job_id"].isin(kept)].reset_index(drop=True)
     damaged = [line for job in inventory.jobs if (row := previous.rows.get(job.job_id)) is not None
-               and row.input_fingerprint == job.fingerprint for line in damaged_outputs(row, inventory)]
-    return AuditPlan(tuple(diagnose), tuple(unchanged), ranks, previous.commits.keys, tuple(damaged))
+               and row.input_fingerprint == job.fingerprint for line in row.damaged_outputs(inventory.report_bytes)]
+    return AuditPlan(diagnose=tuple(diagnose), unchanged=tuple(unchanged), unchanged_ranks=ranks,
+                     commits=previous.commits.keys, damaged=tuple(damaged), repairs=repairs)

@@ -4,14 +4,18 @@ model.json makes its job be diagnosed again; each is a ``repaired`` line, once."
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pandas as pd
 import pytest
 
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
+from stormwatch.flows.post_job import post_job
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
 from tests.tasks.storage.backends import Backend, local_backend
 
@@ -59,6 +63,46 @@ def test_a_truncated_model_json_is_rewritten_by_a_plain_audit(audited: Backend) 
     assert result["repaired"] == [f"critical-job/model.json: {len(whole) // 2} bytes where {len(whole)} were "
                                   "written; damaged, so the job is diagnosed again"]
     assert orjson.loads(audited.get("reports/critical-job/model.json") or b"")["job_id"] == "critical-job"
+
+
+def history(backend: Backend) -> pd.DataFrame:
+    frames = [pd.read_parquet(io.BytesIO(backend.get(key) or b""))
+              for key in sorted(backend.stored_keys()) if key.startswith("reports/history/")]
+    return pd.concat(frames, ignore_index=True)
+
+
+def fleet_row(backend: Backend, job_id: str) -> dict[str, Any]:
+    rows = orjson.loads(backend.get("reports/fleet.json") or b"")["jobs"]
+    return next(row for row in rows if row["job_id"] == job_id)
+
+
+def cut(key: str) -> Callable[[Backend], None]:
+    return lambda backend: backend.put(key, (backend.get(key) or b"")[:100])
+
+
+def gone(key: str) -> Callable[[Backend], None]:
+    return lambda backend: backend.storage.delete_report(key.removeprefix("reports/"))
+
+
+@pytest.mark.parametrize("damage", [cut("reports/critical-job/model.json"), gone("reports/critical-job/model.json"),
+                                    gone("reports/critical-job/report.html")],
+                         ids=["model.json cut short", "model.json deleted", "report.html deleted"])
+@pytest.mark.parametrize("by", ["audit", "post-job"])
+def test_rewriting_damaged_outputs_records_no_second_run(audited: Backend, damage: Callable[[Backend], None],
+                                                         by: str) -> None:
+    """The job's inputs did not change: its one run stays its one run, in the file that holds it."""
+    before, row = history(audited), fleet_row(audited, "critical-job")
+    damage(audited)
+    params = AuditParameters(storage=audited.settings.uri)
+    if by == "audit":
+        assert audit(audited)["summary"]["diagnosed"] == 1
+    else:
+        assert post_job(job_id="critical-job", params=params)["job"]["status"] == "diagnosed"
+    pd.testing.assert_frame_equal(history(audited), before)
+    assert fleet_row(audited, "critical-job")["history_key"] == row["history_key"]
+    assert orjson.loads(audited.get("reports/critical-job/model.json") or b"")["job_id"] == "critical-job"
+    assert audited.get("reports/critical-job/report.html")
+    assert audit(audited)["summary"]["diagnosed"] == 0  # repaired: nothing left to do
 
 
 def test_a_commit_cut_short_is_moved_aside_and_its_jobs_diagnosed_again(tmp_path: Path, fleet_files: Path) -> None:

@@ -46,6 +46,13 @@ def test_task_runs_grow_with_bytes_not_with_jobs() -> None:
     assert [len(batch.jobs) for batch in batch_by_bytes(big, sizing=sizing, parallelism=2)] == [1, 1, 1]
 
 
+def test_each_batch_carries_the_repairs_of_its_own_jobs() -> None:
+    jobs = [make_job(f"j{index}", size * MIB) for index, size in enumerate([12, 3, 3, 2])]
+    repairs = {"j0": "history/a.parquet", "j2": "history/b.parquet", "elsewhere": "history/c.parquet"}
+    batches = batch_by_bytes(jobs, sizing=SIZING, parallelism=2, repairs=repairs)
+    assert [dict(batch.repairs) for batch in batches] == [{"j0": "history/a.parquet"}, {"j2": "history/b.parquet"}]
+
+
 def test_sizing_refuses_nonsense() -> None:
     with pytest.raises(ValueError, match="min"):
         BatchSizing(max_bytes=1, min_bytes=2)

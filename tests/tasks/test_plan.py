@@ -107,6 +107,21 @@ def test_previous_outputs_round_trip() -> None:
     assert previous.ranks is not None and list(previous.ranks["rank"]) == [0]
 
 
+REPAIRS = {"reports deleted"}  # diagnosed only to rewrite outputs: its inputs and options are those committed
+
+
+@pytest.mark.parametrize(("name", "row", "inventory", "options", "diagnosed"), CASES, ids=[c[0] for c in CASES])
+def test_only_a_job_diagnosed_for_its_outputs_alone_is_a_repair(name: str, row: FleetRow | None,
+                                                                inventory: Inventory, options: AuditOptions,
+                                                                diagnosed: bool) -> None:
+    committed = None if row is None else dataclasses.replace(row, history_key="history/date=2026-12-01/a.parquet")
+    previous = previous_of(committed) if committed is not None else PreviousFleet({})
+    plan = plan_audit(inventory, previous, options=options)
+    assert dict(plan.repairs) == ({"job-1": "history/date=2026-12-01/a.parquet"} if name in REPAIRS else {})
+    if row is not None:  # committed before rows named their history file: never taken for a repair
+        assert not plan_audit(inventory, previous_of(row), options=options).repairs
+
+
 @pytest.mark.parametrize(("listed", "diagnosed"), [
     ({"job-1/model.json": 120, "job-1/report.html": 900}, False),
     ({"job-1/model.json": 64, "job-1/report.html": 900}, True),  # cut short
@@ -120,3 +135,6 @@ def test_a_report_file_whose_size_is_not_the_committed_one_is_diagnosed_again(
     assert [job.job_id for job in plan.diagnose] == (["job-1"] if diagnosed else [])
     assert plan.damaged == ((f"job-1/model.json: {listed['job-1/model.json']} bytes where 120 were written; "
                              "damaged, so the job is diagnosed again",) if diagnosed else ())
+    repaired = plan_audit(inventory, previous_of(dataclasses.replace(row, history_key="history/a.parquet")),
+                          options=OPTIONS).repairs
+    assert dict(repaired) == ({"job-1": "history/a.parquet"} if diagnosed else {})

@@ -94,6 +94,30 @@ class FleetRow:
         known["verdict"] = _verdict(known.get("verdict"))
         return cls(status=JobStatus(str(data.get("status"))), **known)
 
+    def settles(self, fingerprint: str, options: Mapping[str, Any]) -> bool:
+        """Whether this row is a diagnosis of inputs with ``fingerprint`` under ``options`` (the recorded
+        ones, engine version included): diagnosing them again would give the same answer."""
+        return (self.status in (JobStatus.DIAGNOSED, JobStatus.SKIPPED) and self.verdict is not None
+                and self.input_fingerprint == fingerprint and self.options == options)
+
+    def repair_of(self, fingerprint: str, options: Mapping[str, Any]) -> str | None:
+        """The history file holding this row's diagnosis when it :meth:`settles` these inputs and options
+        (a diagnosis of them again only rewrites the outputs: a repair); None otherwise, or when the
+        row was committed before rows named their history file."""
+        return self.history_key if self.history_key and self.settles(fingerprint, options) else None
+
+    def damaged_outputs(self, report_bytes: Mapping[str, int]) -> list[str]:
+        """One line per report file of this job whose size in ``report_bytes`` (by report key,
+        ``<job_id>/model.json``; a file not listed is not judged here) is not the size its commit
+        wrote: cut short, emptied, replaced. Rows committed before sizes were recorded have none."""
+        lines = []
+        for name, size in sorted((self.output_bytes or {}).items()):
+            key = f"{self.job_id}/{name}"
+            found = report_bytes.get(key)
+            if found is not None and found != size:
+                lines.append(f"{key}: {found} bytes where {size} were written; damaged, so the job is diagnosed again")
+        return lines
+
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("rank_rows")
