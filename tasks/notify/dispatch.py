@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from stormwatch.alerting import collector
 from stormwatch.alerting.alert_file import AlertBook, read_book, rebuild_note
 from stormwatch.alerting.alert_records import AlertRecord, AlertStatus, TargetState, Transition
-from stormwatch.alerting.alert_state import advance, seeded
+from stormwatch.alerting.alert_state import advance, recalled, seeded
 from stormwatch.alerting.claims import settle_claims
 from stormwatch.alerting.decisions import (
     Circumstances,
@@ -279,9 +279,10 @@ def notify_jobs(
     read (name -> error text, None when fine), recorded in the ledger when their state changes;
     ``claim``: called with the alert state holding this call's claims before anything is sent;
     ``repairs``: lines saying what the caller repaired in the files read (reported with the problems);
-    ``revive``: when the alert state is missing or unusable, called with the job ids (not among
-    ``jobs``) whose alerts the ledger shows firing, for those jobs' stored findings: observed again,
-    their alerts are re-created (told, as the ledger shows) and can resolve later.
+    ``revive``: when the alert state is missing or unusable (its firing alerts are then recalled from
+    the ledger, :func:`recalled`), called with the job ids (not among ``jobs``) whose alerts the
+    ledger shows firing, for those jobs' stored findings: observed again, their records hold the
+    runs' findings rather than what a ledger line names.
     """
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     stamp = now.isoformat()
@@ -293,9 +294,10 @@ def notify_jobs(
         left_over = settle_claims(book, state.claims)  # claims of an audit that stopped: see claims
         book = left_over.book
         names = settings.alerting.job_names()
-        if revive is not None and (alerts is None or rebuilt is not None):
+        if alerts is None or rebuilt is not None:  # no usable state: the ledger's firing alerts are recalled
+            book = recalled(book, state.latest, names)
             wanted = firing_job_ids(state) - {job.job_id for job in jobs}
-            jobs = [*jobs, *revive(wanted)] if wanted else jobs
+            jobs = [*jobs, *revive(wanted)] if wanted and revive is not None else jobs
         observed = observe(jobs, names=names, known_runs=book.runs, fleet_evaluated=fleet_evaluated)
         advanced, transitions = advance(book, observed, now=now)
         if alerts is None or rebuilt is not None:  # no usable state: what the ledger shows sent stays told

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from stormwatch.alerting.alert_file import AlertBook, read_book
 from stormwatch.alerting.alert_records import AlertRecord, AlertStatus, TargetState, Transition, kept_finding
-from stormwatch.alerting.findings import JobFinding
+from stormwatch.alerting.findings import IndicatorFact, JobFinding
+from stormwatch.alerting.kinds import AlertKind
 from stormwatch.alerting.ledger import ChannelStatus, Decision, FindingKey
 from stormwatch.alerting.observations import Fingerprint, Observed, fingerprint_of_key
 from stormwatch.history.job_names import JobNamePattern
@@ -89,6 +90,45 @@ def seeded(book: AlertBook, transitions: Mapping[Fingerprint, Transition], lates
                        for target, at in sent_at[fingerprint].items()}
             records[fingerprint] = replace(record, targets=targets)
     return AlertBook(records, book.runs, book.problems)
+
+
+def recalled(book: AlertBook, latest: Mapping[FindingKey, Decision], names: JobNamePattern) -> AlertBook:
+    """The book with every alert the ledger shows firing that it lacks, re-created from the alert's newest
+    line: a state rebuilt from the ledger keeps alerts whose run is not observed now (unchanged, or
+    diagnosed again and overwritten), so they still resolve. Its targets are as that line left them
+    (told ones ``sent`` at its time). Only lines the alerting layer wrote (with a ``state``) count;
+    :func:`seeded` covers older ledgers. A re-created record holds what the line names (kind, rank,
+    signal, time, severity); an observation now replaces it with the run's finding."""
+    newest: dict[Fingerprint, Decision] = {}
+    for key, decision in latest.items():
+        fingerprint = fingerprint_of_key(key, names)
+        if fingerprint is None or decision.state is None:
+            continue
+        known = newest.get(fingerprint)
+        if known is None or known.decided_at <= decision.decided_at:
+            newest[fingerprint] = decision
+    records = dict(book.records)
+    for fingerprint, decision in newest.items():
+        if fingerprint in records or decision.state == Transition.RESOLVED.value:
+            continue
+        records[fingerprint] = _from_line(fingerprint, decision)
+    return AlertBook(records, book.runs, book.problems)
+
+
+def _from_line(fingerprint: Fingerprint, decision: Decision) -> AlertRecord:
+    key = decision.key
+    fact = IndicatorFact(kind=key.kind, rank=key.rank, severity=decision.severity, signal=key.signal,
+                         timestamp_ns=key.timestamp_ns, phase_path=None, details="", since_start_ns=None)
+    device = fingerprint.kind is AlertKind.SUSPECT_HOST
+    job = JobFinding(job_id=key.job_id, verdict=decision.severity.value, summary="", indicators=(fact,),
+                     missing_ranks=(), expected_ranks=0, started_at_ns=None,
+                     host=fingerprint.host if device else None)
+    targets = {target: TargetState(status=ChannelStatus.SENT, notified_at=decision.decided_at)
+               if outcome.status in _TOLD else TargetState(status=outcome.status)
+               for target, outcome in decision.channels.items()}
+    return AlertRecord(fingerprint=fingerprint, status=AlertStatus.FIRING, severity=decision.severity,
+                       started_at=decision.decided_at, last_seen_at=decision.decided_at, key=key, fact=fact, job=job,
+                       silenced_by=decision.silenced_by, inhibited_by=decision.inhibited_by, targets=targets)
 
 
 def merged(data: bytes | None, token: str, settled: Mapping[tuple[Fingerprint, str], TargetState]) -> bytes | None:

@@ -11,7 +11,7 @@ import pytest
 
 from stormwatch.alerting.alert_file import AlertBook, read_book
 from stormwatch.alerting.alert_records import AlertStatus, TargetState, Transition
-from stormwatch.alerting.alert_state import advance, merged, seeded
+from stormwatch.alerting.alert_state import advance, merged, recalled, seeded
 from stormwatch.alerting.findings import JobFinding
 from stormwatch.alerting.kinds import AlertKind
 from stormwatch.alerting.ledger import ChannelOutcome, ChannelStatus, Decision, FindingKey
@@ -174,3 +174,40 @@ def test_an_earlier_attempts_oom_is_the_jobs_oom(tmp_path: Path) -> None:
         Fingerprint("llama-8r", AlertKind.MOST_SEVERE, "alert:error"),
         Fingerprint("llama-8r", AlertKind.OOM, "oom"),
     ]
+
+
+def ledger_line(job_id: str, *, state: str | None, at: str, slack: ChannelStatus = ChannelStatus.SENT) -> Decision:
+    return Decision(FindingKey(job_id, "most_severe", 3, "alert:critical", START_NS), Severity.CRITICAL, at,
+                    {"slack": ChannelOutcome(slack, 1), "email": ChannelOutcome(ChannelStatus.FAILED, 3, "boom")},
+                    alert=CRITICAL.text, state=state)
+
+
+@pytest.mark.parametrize(("lines", "recalled_from"), [
+    ([ledger_line("llama-8r-0141", state="firing", at="2026-01-01")], "llama-8r-0141"),
+    ([ledger_line("llama-8r-0141", state="firing", at="2026-01-01"),
+      ledger_line("llama-8r-0142", state="still_firing", at="2026-01-02", slack=ChannelStatus.STILL_FIRING)],
+     "llama-8r-0142"),
+    ([ledger_line("llama-8r-0141", state="firing", at="2026-01-01"),
+      ledger_line("llama-8r-0142", state="resolved", at="2026-01-02")], None),
+    ([ledger_line("llama-8r-0141", state=None, at="2026-01-01")], None),  # before the alert state: seeded's
+], ids=["firing", "still firing on a newer run", "resolved", "no state member"])
+def test_a_lost_state_recalls_what_the_ledger_shows_firing(lines: list[Decision], recalled_from: str | None) -> None:
+    book = recalled(AlertBook(), {line.key: line for line in lines}, NAMES)
+    if recalled_from is None:
+        assert book.records == {}
+        return
+    record = book.records[CRITICAL]
+    assert (record.status, record.key.job_id, record.severity) == (AlertStatus.FIRING, recalled_from, Severity.CRITICAL)
+    at = lines[-1].decided_at
+    assert record.targets == {"slack": TargetState(status=ChannelStatus.SENT, notified_at=at),
+                              "email": TargetState(status=ChannelStatus.FAILED)}
+    resolved, transitions = advance(book, observe([make_finding("llama-8r-0143", make_fact(signal="alert:warning",
+                                                                                           severity=Severity.WARNING))],
+                                                  names=NAMES, known_runs={}, fleet_evaluated=False), now=T0)
+    assert transitions[CRITICAL] is Transition.RESOLVED and resolved.records[CRITICAL].status is AlertStatus.RESOLVED
+
+
+def test_a_recalled_state_never_replaces_a_record_it_has() -> None:
+    book = book_of(make_finding("llama-8r-0141"))
+    line = ledger_line("llama-8r-0140", state="firing", at="2026-01-01")
+    assert recalled(book, {line.key: line}, NAMES).records == book.records

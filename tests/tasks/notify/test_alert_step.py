@@ -288,6 +288,25 @@ def test_a_rebuilt_state_keeps_an_unchanged_jobs_alert_firing_until_it_resolves(
     assert webhook.posts[-1]["text"].endswith("collective:collective_confident of llama-8r")
 
 
+@pytest.mark.parametrize("damage", [b"", None], ids=["zero bytes", "deleted"])
+def test_a_rebuilt_state_resolves_the_alert_of_a_job_diagnosed_again_without_it(
+        storage: LocalStorage, webhook: WebhookServer, damage: bytes | None) -> None:
+    """bert-7's inputs changed and its new run is clean: its model.json no longer shows the old alert,
+    which only the ledger remembers. It is recalled from there and resolves, told once."""
+    told = settings(webhook, alerting=AlertPolicy(notify_resolved=True))
+    assert notify_step(storage, [finding("alerts", "bert-7")], settings=told, now=NOW)["sent"] == 1
+    if damage is None:
+        storage.delete_report(ALERTS_KEY)
+    else:
+        storage.write_report(ALERTS_KEY, damage, content_type=MediaType.JSON)
+    again = notify_step(storage, [finding("clean", "bert-7")], settings=told, now=NOW + timedelta(days=1))
+    assert again["sent"] == 1 and len(webhook.posts) == 2
+    assert webhook.posts[-1]["blocks"][0]["text"]["text"] == "Stormwatch: resolved GPU-memory finding"
+    assert set(alert_statuses(storage).values()) == {"resolved"}
+    assert notify_step(storage, [finding("clean", "bert-7")], settings=told,
+                       now=NOW + timedelta(days=2))["sent"] == 0
+
+
 def test_a_stalled_audits_outcomes_land_in_the_state_its_successor_wrote(storage: LocalStorage,
                                                                         webhook: WebhookServer) -> None:
     """A stalled past its lease while sending; B took the lease and, finding A's claims, sent them again
