@@ -36,6 +36,7 @@ from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.progress import JobProgress
+from stormwatch.flows.unwalked import unwalked
 from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
@@ -90,7 +91,7 @@ def run_batches(
         wanted = {options.job_names.name_of(job.job_id) for job in batch.jobs}
         return {name: rows for name, rows in earlier.items() if name in wanted}
 
-    futures = {diagnose_batch.submit(settings, batch, options, engine, names(batch), audit): batch
+    futures = {diagnose_batch.submit(settings, unwalked(batch), options, engine, unwalked(names(batch)), audit): batch
                for batch in batches}
     outcomes: list[JobOutcome] = []
     with JobProgress(sum(len(batch.jobs) for batch in batches), enabled=progress) as bar:
@@ -134,7 +135,8 @@ def notify_outcomes(
     regressions and suspect hosts, None when not computed; ``now``: the audit time); its failure is
     logged, never the audit's."""
     findings = [outcome.finding for outcome in outcomes if outcome.finding is not None] + list(fleet or ())
-    future = notify_task.submit(settings, findings, notify, now or datetime.now(UTC), unchanged, fleet is not None)
+    future = notify_task.submit(settings, unwalked(findings), notify, now or datetime.now(UTC), unwalked(unchanged),
+                                fleet is not None)
     result: Any = future.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         get_run_logger().error("notifications not processed: %s", type(result).__name__)
@@ -203,7 +205,7 @@ def audit_jobs(
     logger = get_run_logger()
     repaired = sweep_temporaries_task(settings)
     inventory = take_inventory(settings)
-    previous = read_previous(settings, inventory)
+    previous = read_previous(settings, unwalked(inventory))
     repaired += list(previous.commits.damaged)
     plan = plan_audit(inventory, previous, options=options)
     repaired += list(plan.damaged)
@@ -259,7 +261,8 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
             done = audit_jobs(settings, params, options, progress=progress)
             rows, plan = done.rows, done.plan
             lease.renew()  # still ours before writing fleet-wide outputs (raises LeaseLostError if not)
-            fleet = publish_fleet_task(settings, rows, options.acting_at(), plan.unchanged_ranks, done.sections)
+            fleet = publish_fleet_task(settings, unwalked(rows), options.acting_at(), unwalked(plan.unchanged_ranks),
+                                       unwalked(done.sections))
             clear_commits_task(settings, folded_commits(plan, done.outcomes))  # fleet.json holds their rows now
             link_reports(settings, rows, options)
             result = summarise(rows, fleet)

@@ -14,6 +14,7 @@ from datetime import datetime
 import orjson
 import pandas as pd
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from stormwatch.outputs.fleet import FleetRow, fleet_document, merge_rank_tables, with_carried_ranks
 from stormwatch.outputs.media_types import MediaType
@@ -77,12 +78,12 @@ def update_fleet(storage: Storage, row: FleetRow, *, generated_at: datetime, sto
     return document
 
 
-@task(name="update-fleet", **FLEET_IO_RETRY.task_options())
+@task(name="update-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
 def update_fleet_task(settings: StorageSettings, row: FleetRow, generated_at: datetime) -> dict[str, object]:
     return update_fleet(storage_for(settings), row, generated_at=generated_at, storage_uri=settings.uri)
 
 
-@task(name="publish-fleet", **FLEET_IO_RETRY.task_options())
+@task(name="publish-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
 def publish_fleet_task(
     settings: StorageSettings,
     rows: Sequence[FleetRow],

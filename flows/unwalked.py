@@ -1,0 +1,23 @@
+"""Task arguments Prefect hands over as they are, never walking them.
+
+Before a task runs, Prefect visits every object of its arguments (``visit_collection``: looking
+for futures and states to resolve) and, under a cache policy, hashes them. A row per stored job
+handed to a task made that walk the largest cost of an audit with nothing to do (PREFECT.md;
+``tests/flows/test_task_inputs.py`` checks it no longer grows with the fleet). Arguments that
+never hold a future are wrapped in :func:`~prefect.utilities.annotations.quote`, which the task
+engine unwraps without visiting what is inside.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar, cast
+
+from prefect.utilities.annotations import quote
+
+T = TypeVar("T")
+
+
+def unwalked(value: T) -> T:
+    """``value``, handed to a task without Prefect visiting it: it must hold no future or state.
+    Typed as ``value`` itself, since the task receives it unwrapped."""
+    return cast(T, quote(value))
