@@ -93,12 +93,13 @@ def seeded(book: AlertBook, transitions: Mapping[Fingerprint, Transition], lates
 
 
 def recalled(book: AlertBook, latest: Mapping[FindingKey, Decision], names: JobNamePattern) -> AlertBook:
-    """The book with every alert the ledger shows firing that it lacks, re-created from the alert's newest
-    line: a state rebuilt from the ledger keeps alerts whose run is not observed now (unchanged, or
-    diagnosed again and overwritten), so they still resolve. Its targets are as that line left them
-    (told ones ``sent`` at its time). Only lines the alerting layer wrote (with a ``state``) count;
-    :func:`seeded` covers older ledgers. A re-created record holds what the line names (kind, rank,
-    signal, time, severity); an observation now replaces it with the run's finding."""
+    """The book with every alert the ledger knows that it lacks, re-created from the alert's newest line:
+    a state rebuilt from the ledger keeps alerts whose run is not observed now (unchanged, or diagnosed
+    again and overwritten), so they still resolve, and the resolved ones (dropped after
+    :data:`KEEP_RESOLVED` as ever). Targets are as that line left them: told ones ``sent`` at its
+    time, a failed resolution still due. Only lines the alerting layer wrote (with a ``state``)
+    count; :func:`seeded` covers older ledgers. A re-created record holds what the line names (kind,
+    rank, signal, time, severity); an observation now replaces it with the run's finding."""
     newest: dict[Fingerprint, Decision] = {}
     for key, decision in latest.items():
         fingerprint = fingerprint_of_key(key, names)
@@ -109,26 +110,34 @@ def recalled(book: AlertBook, latest: Mapping[FindingKey, Decision], names: JobN
             newest[fingerprint] = decision
     records = dict(book.records)
     for fingerprint, decision in newest.items():
-        if fingerprint in records or decision.state == Transition.RESOLVED.value:
-            continue
-        records[fingerprint] = _from_line(fingerprint, decision)
+        if fingerprint not in records:
+            records[fingerprint] = _from_line(fingerprint, decision)
     return AlertBook(records, book.runs, book.problems)
 
 
+def _target_from_line(outcome: ChannelStatus, at: str, *, resolved: bool) -> TargetState:
+    if outcome in _TOLD:
+        return TargetState(status=ChannelStatus.SENT, notified_at=at, resolved_at=at if resolved else None)
+    if resolved and outcome is ChannelStatus.FAILED:  # the resolution failed: it was told it fired
+        return TargetState(status=outcome, notified_at=at)
+    return TargetState(status=outcome)
+
+
 def _from_line(fingerprint: Fingerprint, decision: Decision) -> AlertRecord:
-    key = decision.key
+    key, at = decision.key, decision.decided_at
+    resolved = decision.state == Transition.RESOLVED.value
     fact = IndicatorFact(kind=key.kind, rank=key.rank, severity=decision.severity, signal=key.signal,
                          timestamp_ns=key.timestamp_ns, phase_path=None, details="", since_start_ns=None)
     device = fingerprint.kind is AlertKind.SUSPECT_HOST
     job = JobFinding(job_id=key.job_id, verdict=decision.severity.value, summary="", indicators=(fact,),
                      missing_ranks=(), expected_ranks=0, started_at_ns=None,
                      host=fingerprint.host if device else None)
-    targets = {target: TargetState(status=ChannelStatus.SENT, notified_at=decision.decided_at)
-               if outcome.status in _TOLD else TargetState(status=outcome.status)
+    targets = {target: _target_from_line(outcome.status, at, resolved=resolved)
                for target, outcome in decision.channels.items()}
-    return AlertRecord(fingerprint=fingerprint, status=AlertStatus.FIRING, severity=decision.severity,
-                       started_at=decision.decided_at, last_seen_at=decision.decided_at, key=key, fact=fact, job=job,
-                       silenced_by=decision.silenced_by, inhibited_by=decision.inhibited_by, targets=targets)
+    return AlertRecord(fingerprint=fingerprint, status=AlertStatus.RESOLVED if resolved else AlertStatus.FIRING,
+                       severity=decision.severity, started_at=at, last_seen_at=at, key=key, fact=fact, job=job,
+                       resolved_at=at if resolved else None, silenced_by=decision.silenced_by,
+                       inhibited_by=decision.inhibited_by, targets=targets)
 
 
 def merged(data: bytes | None, token: str, settled: Mapping[tuple[Fingerprint, str], TargetState]) -> bytes | None:

@@ -187,10 +187,8 @@ def ledger_line(job_id: str, *, state: str | None, at: str, slack: ChannelStatus
     ([ledger_line("llama-8r-0141", state="firing", at="2026-01-01"),
       ledger_line("llama-8r-0142", state="still_firing", at="2026-01-02", slack=ChannelStatus.STILL_FIRING)],
      "llama-8r-0142"),
-    ([ledger_line("llama-8r-0141", state="firing", at="2026-01-01"),
-      ledger_line("llama-8r-0142", state="resolved", at="2026-01-02")], None),
     ([ledger_line("llama-8r-0141", state=None, at="2026-01-01")], None),  # before the alert state: seeded's
-], ids=["firing", "still firing on a newer run", "resolved", "no state member"])
+], ids=["firing", "still firing on a newer run", "no state member"])
 def test_a_lost_state_recalls_what_the_ledger_shows_firing(lines: list[Decision], recalled_from: str | None) -> None:
     book = recalled(AlertBook(), {line.key: line for line in lines}, NAMES)
     if recalled_from is None:
@@ -205,6 +203,16 @@ def test_a_lost_state_recalls_what_the_ledger_shows_firing(lines: list[Decision]
                                                                                            severity=Severity.WARNING))],
                                                   names=NAMES, known_runs={}, fleet_evaluated=False), now=T0)
     assert transitions[CRITICAL] is Transition.RESOLVED and resolved.records[CRITICAL].status is AlertStatus.RESOLVED
+
+
+def test_a_resolved_alert_is_recalled_resolved_and_a_failed_resolution_stays_due() -> None:
+    lines = [ledger_line("llama-8r-0141", state="firing", at="2026-01-01"),
+             ledger_line("llama-8r-0142", state="resolved", at="2026-01-02")]
+    record = recalled(AlertBook(), {line.key: line for line in lines}, NAMES).records[CRITICAL]
+    assert (record.status, record.resolved_at) == (AlertStatus.RESOLVED, "2026-01-02")
+    assert record.targets == {"slack": TargetState(status=ChannelStatus.SENT, notified_at="2026-01-02",
+                                                   resolved_at="2026-01-02"),
+                              "email": TargetState(status=ChannelStatus.FAILED, notified_at="2026-01-02")}
 
 
 def test_a_recalled_state_never_replaces_a_record_it_has() -> None:
