@@ -269,6 +269,7 @@ def notify_jobs(
     claim: Claim | None = None,
     repairs: Sequence[str] = (),
     revive: Callable[[frozenset[str]], Sequence[JobFinding]] | None = None,
+    ledger_state: LedgerState | None = None,
 ) -> NotifyResult:
     """Decide, send and record notifications; never raises for a channel's failure.
 
@@ -282,13 +283,13 @@ def notify_jobs(
     ``revive``: when the alert state is missing or unusable (its firing alerts are then recalled from
     the ledger, :func:`recalled`), called with the job ids (not among ``jobs``) whose alerts the
     ledger shows firing, for those jobs' stored findings: observed again, their records hold the
-    runs' findings rather than what a ledger line names.
+    runs' findings rather than what a ledger line names; ``ledger_state``: ``ledger`` read already.
     """
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     stamp = now.isoformat()
     token = uuid.uuid4().hex
     with collector.paused():  # here and after the sends, never around them: see collector (bench/README.md)
-        state = read_ledger(ledger)
+        state = read_ledger(ledger) if ledger_state is None else ledger_state
         book = read_book(alerts)
         rebuilt = rebuild_note(alerts, book, has_ledger=bool(state.latest))
         left_over = settle_claims(book, state.claims)  # claims of an audit that stopped: see claims

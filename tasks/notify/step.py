@@ -94,10 +94,12 @@ def stored_findings(storage: Storage, jobs: Sequence[UnchangedJob]) -> list[JobF
     return findings
 
 
-def repair_ledger(storage: Storage, ledger: bytes | None, *, now: datetime) -> tuple[bytes | None, tuple[str, ...]]:
+def repair_ledger(storage: Storage, ledger: bytes | None, *, now: datetime,
+                  state: LedgerState | None = None) -> tuple[bytes | None, tuple[str, ...]]:
     """The ledger without its unreadable lines, rewritten so, the original kept under ``reports/damaged/``;
-    and the line saying so (none when every line reads). Run under the audit lease: nobody appends meanwhile."""
-    if ledger is None or not read_ledger(ledger).problems:
+    and the line saying so (none when every line reads; ``state``: ``ledger`` read already). Run under
+    the audit lease: nobody appends meanwhile."""
+    if ledger is None or not (state or read_ledger(ledger)).problems:
         return ledger, ()
     repair = without_unreadable_lines(ledger)
     kept = damaged_key(NOTIFICATIONS_KEY, now)
@@ -160,11 +162,15 @@ def notify_step(
 ) -> dict[str, object]:
     """Decide and send for ``findings`` (``fleet_evaluated``: they include the fleet's regressions and
     suspect devices, computed now); returns counts for the flow's summary."""
-    ledger, repaired = repair_ledger(storage, storage.read_report(NOTIFICATIONS_KEY), now=now)
+    read = storage.read_report(NOTIFICATIONS_KEY)
+    state = read_ledger(read)  # once: the ledger holds a line per decision ever made
+    ledger, repaired = repair_ledger(storage, read, now=now, state=state)
+    if repaired:
+        state = read_ledger(ledger)
     current = storage.read_report_versioned(ALERTS_KEY)
     alerts, version = (None, None) if current is None else current
     if unchanged:  # jobs whose decision the ledger lacks (a failed write, no alert state yet): evaluated again
-        findings = [*findings, *unchanged_findings(storage, unchanged, read_ledger(ledger), settings=settings)]
+        findings = [*findings, *unchanged_findings(storage, unchanged, state, settings=settings)]
     config = load_alert_config(storage, routes_file=settings.alerting.routes_file, default=default_receiver(settings))
     claimed: list[str | None] = [version]
 
@@ -183,7 +189,7 @@ def notify_step(
 
     result = notify_jobs(findings, ledger=ledger, settings=settings, now=now, alerts=alerts, routes=config.routes,
                          silences=config.silences, fleet_evaluated=fleet_evaluated, config=config.files, claim=claim,
-                         repairs=repaired, revive=revive)
+                         repairs=repaired, revive=revive, ledger_state=state)
     summary: dict[str, object] = {
         "sent": result.sent, "failed": result.failed, "skipped": result.skipped,
         "channels": [str(channel) for channel in settings.channels], "problems": list(result.problems),
