@@ -165,20 +165,34 @@ class LocalStorage:
 
     @staticmethod
     def _entries(job_dir: Path) -> list[Entry]:
+        """Every regular file below ``job_dir`` (symbolic links to files inside it followed, links
+        leading outside skipped with a warning, linked folders not entered), sorted by key. One
+        ``scandir`` per folder, whose entries answer the type checks (bench/README.md, inventory)."""
         found: list[Entry] = []
-        for folder, dirs, files in os.walk(job_dir):
-            dirs.sort()
-            for name in files:
-                path = Path(folder) / name
-                if path.is_symlink() and not _inside(path, job_dir):
-                    log.warning("skipping %s: symbolic link leading outside the job folder", path)
+        folders = [(str(job_dir), "")]
+        while folders:
+            folder, prefix = folders.pop()
+            try:
+                with os.scandir(folder) as listed:
+                    items = list(listed)
+            except OSError:
+                continue
+            for item in items:
+                if item.is_dir(follow_symlinks=False):
+                    folders.append((item.path, f"{prefix}{item.name}/"))
                     continue
+                if item.is_symlink():
+                    if item.is_dir():
+                        continue  # a linked folder is never entered
+                    if not _inside(Path(item.path), job_dir):
+                        log.warning("skipping %s: symbolic link leading outside the job folder", item.path)
+                        continue
                 try:
-                    info = path.stat()
+                    info = item.stat()
                 except OSError:
                     continue
                 if stat.S_ISREG(info.st_mode):  # never a FIFO, socket or device
-                    found.append(Entry(path.relative_to(job_dir).as_posix(), info.st_size, str(info.st_mtime_ns)))
+                    found.append(Entry(f"{prefix}{item.name}", info.st_size, str(info.st_mtime_ns)))
         return sorted(found, key=lambda entry: entry.key)
 
     def take_inventory(self) -> Inventory:
@@ -186,9 +200,11 @@ class LocalStorage:
         reports folder."""
         listing = self.list_jobs()
         entries: dict[str, list[Entry]] = {}
+        jobs_real = self._real(self.jobs_dir, "jobs") if listing.job_ids else self.jobs_dir
         for job_id in listing.job_ids:
-            try:
-                entries[job_id] = self._entries(self._job_dir(job_id))
+            folder = jobs_real / job_id
+            try:  # a plain folder in the resolved jobs folder is its own real path; a link is resolved
+                entries[job_id] = self._entries(self._job_dir(job_id) if folder.is_symlink() else folder)
             except StorageError:
                 continue  # gone (or moved outside) since it was listed: it fails alone when fetched
         return build_inventory(listing, entries, self._report_keys(listing.job_ids))
