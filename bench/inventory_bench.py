@@ -6,8 +6,10 @@ Each job folder holds ``--files`` small rank files (two folders deep for every o
 rotated sinks are); with ``--reports`` every job also has its model.json and report.html, as after
 an audit. Prints, per size, the best of ``--repeat`` walks of each part (listing the jobs folder,
 every job's files and stats, every job's report files) and of the whole inventory, in seconds and
-in microseconds per job. The unchanged audit lists every stored job each night, so this is the
-part of it that grows with what is stored (issue 26). Figures in bench/README.md.
+in microseconds per job; then the sweep of killed writes' temporary files walking every report
+folder ("all") and walking only those the inventory did not look into ("rest", as the audit
+does). The unchanged audit lists every stored job each night, so this is the part of it that
+grows with what is stored (issue 26). Figures in bench/README.md.
 """
 
 from __future__ import annotations
@@ -54,8 +56,12 @@ def measure(root: Path, jobs: int, files: int, repeat: int) -> str:
     walked = best(lambda: [storage._entries(jobs_dir / job) for job in listing.job_ids], repeat)
     reported = best(lambda: storage._report_keys(listing.job_ids), repeat)
     whole = best(storage.take_inventory, repeat)
-    assert sum(len(job.entries) for job in storage.take_inventory().jobs) == jobs * files
-    return f"{jobs:>7} {listed:>8.3f} {walked:>8.3f} {reported:>10.3f} {whole:>12.3f} {whole / jobs * 1e6:>8.0f}"
+    inventory = storage.take_inventory()
+    assert sum(len(job.entries) for job in inventory.jobs) == jobs * files
+    full = best(storage.sweep_temporaries, repeat)
+    merged = best(lambda: storage.sweep_temporaries(looked=inventory.job_ids, found=inventory.temporaries), repeat)
+    return (f"{jobs:>7} {listed:>8.3f} {walked:>8.3f} {reported:>10.3f} {whole:>12.3f} {whole / jobs * 1e6:>8.0f} "
+            f"{full:>12.3f} {merged:>13.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reports", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    print(f"{'jobs':>7} {'list s':>8} {'files s':>8} {'reports s':>10} {'inventory s':>12} {'us/job':>8}")
+    print(f"{'jobs':>7} {'list s':>8} {'files s':>8} {'reports s':>10} {'inventory s':>12} {'us/job':>8} "
+          f"{'sweep, all s':>12} {'sweep, rest s':>13}")
     for jobs in (int(item) for item in args.jobs.split(",")):
         with tempfile.TemporaryDirectory(prefix="inventory-bench-") as tmp:
             build_root(Path(tmp), jobs, args.files, args.reports)

@@ -203,8 +203,8 @@ def audit_jobs(
 ) -> AuditRun:
     """Sweep, inventory, plan, batches: the work done under the lease before publishing."""
     logger = get_run_logger()
-    repaired = sweep_temporaries_task(settings)
     inventory = take_inventory(settings)
+    repaired = sweep_temporaries_task(settings, unwalked(inventory))
     previous = read_previous(settings, unwalked(inventory))
     repaired += list(previous.commits.damaged)
     plan = plan_audit(inventory, previous, options=options)

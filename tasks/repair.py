@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
+from stormwatch.tasks.storage.inventory import Inventory
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import Storage, StorageSettings, damaged_key
 
@@ -32,6 +33,8 @@ def quarantine(storage: Storage, key: str, *, now: datetime) -> str:
 
 
 @task(name="sweep-temporaries", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
-def sweep_temporaries_task(settings: StorageSettings) -> list[str]:
-    """One line per temporary file a killed write left in the reports, removed."""
-    return [f"{name}: a killed write's temporary file; removed" for name in storage_for(settings).sweep_temporaries()]
+def sweep_temporaries_task(settings: StorageSettings, inventory: Inventory) -> list[str]:
+    """One line per temporary file a killed write left in the reports, removed; those in the report
+    folders of the ``inventory``'s jobs are the ones its scan found."""
+    removed = storage_for(settings).sweep_temporaries(looked=inventory.job_ids, found=inventory.temporaries)
+    return [f"{name}: a killed write's temporary file; removed" for name in removed]

@@ -51,6 +51,13 @@ class Inventory:
     reported: frozenset[str] = field(default_factory=frozenset)
     #: Size in bytes of each job's top-level report file, by report key (``<job_id>/model.json``).
     report_bytes: Mapping[str, int] = field(default_factory=dict)
+    #: Temporary files of killed local writes seen in the report folders looked into (report keys).
+    temporaries: tuple[str, ...] = ()
+
+    @property
+    def job_ids(self) -> frozenset[str]:
+        """The jobs whose report folders the inventory looked into."""
+        return frozenset(job.job_id for job in self.jobs)
 
     @property
     def total_bytes(self) -> int:
@@ -79,7 +86,15 @@ def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]],
             files.setdefault(job_id, set()).add(name)
     reported = frozenset(job_id for job_id, names in files.items() if names >= set(REPORT_FILES))
     sizes = {entry.key: entry.size_bytes for entry in found if entry.key.partition("/")[2] in REPORT_FILES}
-    return Inventory(jobs, listing.refused, reported, sizes)
+    temporaries = tuple(key for key in keys if is_temporary(key))
+    return Inventory(jobs, listing.refused, reported, sizes, temporaries)
+
+
+def is_temporary(key: str) -> bool:
+    """Whether report ``key`` names a local write's temporary file (``.<name>.<random>.tmp`` next to
+    its target: a write killed before its rename leaves it). S3 writes leave none."""
+    name = key.rpartition("/")[2]
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 def session_folders(report_keys: Iterable[str]) -> dict[str, frozenset[str]]:

@@ -21,14 +21,14 @@ import mmap
 import os
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from stormwatch.load.file_mappings import MappingPool, lend_file
 from stormwatch.load.tree import Entry
-from stormwatch.tasks.storage.inventory import SESSIONS_FOLDER, Inventory, build_inventory
+from stormwatch.tasks.storage.inventory import SESSIONS_FOLDER, Inventory, build_inventory, is_temporary
 from stormwatch.tasks.storage.protocol import (
     JobListing,
     JobNotFoundError,
@@ -383,21 +383,31 @@ class LocalStorage:
                     found.append(Entry(key, info.st_size, str(info.st_mtime_ns)))
         return sorted(found, key=lambda entry: entry.key)
 
-    def sweep_temporaries(self) -> list[str]:
-        """Unlink every ``.<name>.*.tmp`` below the reports folder (a write killed before its rename);
-        their paths relative to the reports folder."""
+    def sweep_temporaries(self, *, looked: Collection[str] = (), found: Sequence[str] = ()) -> list[str]:
+        """Unlink the ``.<name>.*.tmp`` files of writes killed before their rename: ``found``, and those
+        below the reports folder outside the job folders ``looked`` (skipped: the inventory's scan
+        saw their files: bench/README.md, inventory_bench.py); their report paths, sorted."""
         if not self.reports_dir.is_dir():
             return []
         reports_real = self._real(self.reports_dir, "reports")
-        removed: list[str] = []
+        removed = [key for key in found if is_temporary(key) and self._unlink_temporary(reports_real, key)]
+        skipped = set(looked)
         for folder, dirs, files in os.walk(reports_real):
-            dirs.sort()
-            for name in sorted(files):
-                path = Path(folder) / name
-                if name.startswith(".") and name.endswith(".tmp") and not path.is_symlink():
-                    path.unlink(missing_ok=True)
-                    removed.append(path.relative_to(reports_real).as_posix())
-        return removed
+            if Path(folder) == reports_real:
+                dirs[:] = [name for name in dirs if name not in skipped]
+            for name in files:
+                key = (Path(folder) / name).relative_to(reports_real).as_posix()
+                if is_temporary(key) and self._unlink_temporary(reports_real, key):
+                    removed.append(key)
+        return sorted(removed)
+
+    @staticmethod
+    def _unlink_temporary(reports_real: Path, key: str) -> bool:
+        path = reports_real / key
+        if path.is_symlink() or not path.is_file():
+            return False
+        path.unlink(missing_ok=True)
+        return True
 
     def delete_report(self, key: str) -> bool:
         """Unlink ``reports/<key>``; ``False`` when it was not there."""

@@ -19,7 +19,7 @@ rules and the interface; the backends live in :mod:`.local` and :mod:`.s3`, and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -314,8 +314,10 @@ class Storage(Protocol):
         """Remove a report object; ``False`` when it was not there."""
         ...
 
-    def sweep_temporaries(self) -> list[str]:
+    def sweep_temporaries(self, *, looked: Collection[str] = (), found: Sequence[str] = ()) -> list[str]:
         """Remove the temporary files of writes that died (locally ``.<name>.*.tmp``; S3 writes leave
-        none); the report paths removed. Only the audit lease's holder may call it: any other
-        writer's file in progress would be taken for a dead one."""
+        none); the report paths removed. ``found``: those the inventory saw in the report folders of
+        the jobs ``looked`` (which are then not walked again: a night costs no second walk of every
+        job's reports); every other folder is walked. Only the audit lease's holder may call it: any
+        other writer's file in progress would be taken for a dead one."""
         ...

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -317,6 +317,6 @@ class S3Storage:
         self.client.delete_object(Bucket=self.bucket, Key=full)
         return True
 
-    def sweep_temporaries(self) -> list[str]:
+    def sweep_temporaries(self, *, looked: Collection[str] = (), found: Sequence[str] = ()) -> list[str]:
         """Nothing to sweep: a PUT is whole or absent."""
         return []

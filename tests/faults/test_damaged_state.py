@@ -48,11 +48,15 @@ def test_a_history_file_cut_short_is_moved_aside_once(audited: Backend) -> None:
     assert audit(audited)["repaired"] == []  # repaired: said once
 
 
-def test_a_stale_temp_file_is_swept(audited: Backend) -> None:
-    audited.put("reports/.fleet.json.k3j2h1.tmp", b'{"jobs": [')
+@pytest.mark.parametrize("key", [".fleet.json.k3j2h1.tmp", "critical-job/.model.json.k3j2h1.tmp",
+                                 "history/date=2026-11-30/.b.parquet.k3j2h1.tmp", "gone-job/.report.html.k3j2h1.tmp"],
+                         ids=["fleet-wide", "a job's folder (seen by the inventory)", "history", "a job since gone"])
+def test_a_stale_temp_file_is_swept(audited: Backend, key: str) -> None:
+    audited.put(f"reports/{key}", b'{"jobs": [')
     result = audit(audited)
-    assert result["repaired"] == [".fleet.json.k3j2h1.tmp: a killed write's temporary file; removed"]
-    assert audited.get("reports/.fleet.json.k3j2h1.tmp") is None
+    assert result["repaired"] == [f"{key}: a killed write's temporary file; removed"]
+    assert audited.get(f"reports/{key}") is None
+    assert audit(audited)["repaired"] == []
 
 
 def test_a_truncated_model_json_is_rewritten_by_a_plain_audit(audited: Backend) -> None:
