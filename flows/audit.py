@@ -130,13 +130,14 @@ def notify_outcomes(
     unchanged: Sequence[UnchangedJob] = (),
     fleet: Sequence[JobFinding] | None = None,
     now: datetime | None = None,
+    overview: bool = True,
 ) -> dict[str, Any]:
     """Run the notify step (for unchanged jobs, only those the ledger has not settled; ``fleet``:
-    regressions and suspect hosts, None when not computed; ``now``: the audit time); its failure is
-    logged, never the audit's."""
+    regressions and suspect hosts, None when not computed; ``now``: the audit time; ``overview``: see
+    :func:`~stormwatch.tasks.notify.step.notify_step`); its failure is logged, never the audit's."""
     findings = [outcome.finding for outcome in outcomes if outcome.finding is not None] + list(fleet or ())
     future = notify_task.submit(settings, unwalked(findings), notify, now or datetime.now(UTC), unwalked(unchanged),
-                                fleet is not None)
+                                fleet is not None, overview)
     result: Any = future.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         get_run_logger().error("notifications not processed: %s", type(result).__name__)
@@ -229,6 +230,7 @@ def audit_jobs(
     sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
                                   rows=rows, audit=audit)
     sections["repaired"] = [*repaired, *sections["history"].pop("repaired")]
+    sections["folded_at"] = datetime.now(UTC).isoformat()  # the pending post-job commits are folded in now
     for line in sections["repaired"]:
         logger.warning("repaired: %s", line)
     return AuditRun(rows=rows, outcomes=outcomes, plan=plan, sections=sections)

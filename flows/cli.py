@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stormwatch.flows import audit_cmd, diagnose_cmd, silence_cmd
+from stormwatch.flows import audit_cmd, compact_cmd, diagnose_cmd, silence_cmd
 from stormwatch.flows.diagnose_summary import unknown_session_lines
 from stormwatch.load.limits import DEFAULT_LIMITS
 from stormwatch.outputs.verdict import ExitCode
@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose_cmd.add_parser(commands)
     audit_cmd.add_parsers(commands)
     silence_cmd.add_parser(commands)
+    compact_cmd.add_parser(commands)
     _debug_everywhere(commands)
     return parser
 

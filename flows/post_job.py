@@ -1,10 +1,12 @@
-"""``post-job``: diagnose one job right after it ends, update the fleet, return its exit code.
+"""``post-job``: diagnose one job right after it ends, commit it, notify, return its exit code.
 
 The same steps as the nightly audit for a single job id: a refused id is
 reported and nothing is read or written; otherwise the job is diagnosed, every
 session of it (unless unchanged and not forced), and compared with the earlier runs of its job name,
-model.json is stored, the job is committed with its history rows, and the job's row in
-fleet.json / fleet.parquet is replaced (then its commit is cleared).
+model.json is stored, the job is committed with its history rows (one commit object), and its
+notifications are decided. Nothing fleet-wide is rewritten, so a post-job costs one job whatever
+the fleet's size: fleet.json, fleet.parquet and the index show it once the next audit or
+``stormwatch compact`` folds its commit in (:mod:`stormwatch.tasks.compact`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,8 @@ from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import JobStatus, failed_row
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
-from stormwatch.tasks.commit_outcomes import clear_commits_task, commit_task
-from stormwatch.tasks.commits import commit_key_of
+from stormwatch.tasks.commit_outcomes import commit_task
 from stormwatch.tasks.diagnose import diagnose_job
-from stormwatch.tasks.publish import update_fleet_task
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
@@ -79,11 +79,8 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
         with lease.kept_alive():
             outcome = diagnose_one(settings, job_id, options, params)
             row = outcome.row
-            lease.renew()
-            update_fleet_task(settings, row, options.acting_at())
-            clear_commits_task(settings, [key for key in (commit_key_of(row),) if key is not None])
-            lease.renew()
-            notifications = notify_outcomes(settings, [outcome], notify, now=options.acting_at())
+            lease.renew()  # still ours before notifying: a lost lease must never send twice
+            notifications = notify_outcomes(settings, [outcome], notify, now=options.acting_at(), overview=False)
     finally:
         lease.release()
     exit_code = int(ExitCode.ERROR if row.status is JobStatus.FAILED else (row.exit_code or ExitCode.CLEAN))

@@ -110,6 +110,8 @@ def print_post_job(result: dict[str, Any], params: AuditParameters) -> None:
     if row.get("report"):
         storage = storage_for(params.storage_settings())
         print(f"  report: {audit_options(params).report_link(storage, str(row['report']))}")
+    if row.get("committed_at"):
+        print("  fleet: committed; fleet.json and the index show it after the next audit or `stormwatch compact`")
     notifications = result.get("notifications") or {}
     if notifications.get("channels") or "error" in notifications:
         print_notifications(notifications)

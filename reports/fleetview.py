@@ -71,6 +71,7 @@ class FleetView:
     counts: tuple[tuple[str, str], ...]  # (label, value)
     rows: tuple[FleetRow, ...]  # every job, in fleet.json's order
     alerts: AlertBoard | None = None  # per receiver, from fleet.json's ``alerts`` (None: absent)
+    folded_at: str | None = None  # when post-job commits were last folded in (None: never said)
     show_options: tuple[tuple[str, str], ...] = SHOW_OPTIONS  # the "Show" filter's (value, label) choices
 
     @property
@@ -182,10 +183,12 @@ def fleet_view(fleet: Mapping[str, Any]) -> FleetView:
     summary = as_mapping(fleet.get("summary"))
     counts = tuple((key, _text(summary.get(key, NOT_AVAILABLE))) for key in SUMMARY_KEYS)
     generated = fleet.get("generated_at") if isinstance(fleet.get("generated_at"), str) else None
+    folded = fleet.get("folded_at") if isinstance(fleet.get("folded_at"), str) else None
     return FleetView(
         generated_at=format_iso(generated),
         storage=_text(fleet.get("storage")) or NOT_AVAILABLE,
         counts=counts,
         rows=tuple(_row(index, job) for index, job in enumerate(jobs)),
         alerts=alert_board(fleet.get("alerts")),
+        folded_at=None if folded is None else format_iso(folded),
     )

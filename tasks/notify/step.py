@@ -159,9 +159,12 @@ def notify_step(
     now: datetime,
     unchanged: Sequence[UnchangedJob] = (),
     fleet_evaluated: bool = False,
+    overview: bool = True,
 ) -> dict[str, object]:
     """Decide and send for ``findings`` (``fleet_evaluated``: they include the fleet's regressions and
-    suspect devices, computed now); returns counts for the flow's summary."""
+    suspect devices, computed now); returns counts for the flow's summary. ``overview``: refresh
+    fleet.json's ``alerts`` member and the index (a post-job does not: it rewrites nothing
+    fleet-wide, and the next fold marks its job notified, :mod:`stormwatch.tasks.compact`)."""
     read = storage.read_report(NOTIFICATIONS_KEY)
     state = read_ledger(read)  # once: the ledger holds a line per decision ever made
     ledger, repaired = repair_ledger(storage, read, now=now, state=state)
@@ -204,8 +207,9 @@ def notify_step(
     stored = commit_alerts(storage, result, version=claimed[0], read=None if claimed[0] != version else alerts)
     if not stored:
         summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]
-    notified = {finding.job_id for finding in findings} | {job.row.job_id for job in unchanged}
-    publish_overview(storage, result.overview, notified=notified, stamp=now.isoformat())
+    if overview:
+        notified = {finding.job_id for finding in findings} | {job.row.job_id for job in unchanged}
+        publish_overview(storage, result.overview, notified=notified, stamp=now.isoformat())
     return summary
 
 
@@ -217,6 +221,7 @@ def notify_task(
     now: datetime,
     unchanged: Sequence[UnchangedJob] = (),
     fleet_evaluated: bool = False,
+    overview: bool = True,
 ) -> dict[str, object]:
     return notify_step(storage_for(storage_settings), findings, settings=settings, now=now, unchanged=unchanged,
-                       fleet_evaluated=fleet_evaluated)
+                       fleet_evaluated=fleet_evaluated, overview=overview)

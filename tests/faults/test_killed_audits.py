@@ -75,3 +75,40 @@ def test_a_killed_audit_rerun_at_once_loses_nothing_and_sends_nothing_twice(
     assert not [key for key in backend.stored_keys() if "/.commits/" in key or key.endswith(".tmp")]
     texts = [post.get("text", "") for post in webhook.posts]
     assert len(texts) == len(set(texts)) == 1, texts  # critical-job's message, once
+
+
+def post_job(root: Path, webhook: WebhookServer, job_id: str, *, kill: KillPoint | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    args = ["post-job", job_id, "--storage", str(root), "--slack-webhook", webhook.url]
+    command = [sys.executable, "-m", "tests.faults.killpoints", kill.text(), "--", *args] if kill else [
+        sys.executable, "-m", "stormwatch.flows.cli", *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                          start_new_session=True, check=False)
+
+
+POST_JOB_POINTS = [
+    KillPoint(When.AFTER, "critical-job/model.json", 1),  # outputs written, nothing committed
+    KillPoint(When.AFTER, ".commits/*", 1),  # committed, history not yet copied, nothing sent
+    KillPoint(When.AFTER, "notifications.jsonl", 1),  # sent and recorded, alert state not settled
+]
+
+
+@pytest.mark.parametrize("point", POST_JOB_POINTS, ids=[point.text() for point in POST_JOB_POINTS])
+def test_a_killed_post_job_loses_nothing_and_the_next_audit_folds_it(
+        tmp_path: Path, fleet_files: Path, webhook: WebhookServer, point: KillPoint) -> None:
+    backend = local_backend(tmp_path / "fleet")
+    upload_fleet(backend, fleet_files)
+    killed = post_job(tmp_path / "fleet", webhook, "critical-job", kill=point)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    rerun = audit(tmp_path / "fleet", webhook)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+
+    rows = history_rows(backend)
+    assert set(rows["job_id"]) == set(FLEET_JOBS)
+    assert not rows.duplicated(["job_id", "session_id", "rank"]).any()
+    fleet = orjson.loads(backend.get("reports/fleet.json") or b"")
+    assert {job["job_id"] for job in fleet["jobs"]} == set(FLEET_JOBS) and fleet["folded_at"]
+    assert not [key for key in backend.stored_keys() if "/.commits/" in key or key.endswith(".tmp")]
+    texts = [post.get("text", "") for post in webhook.posts]
+    assert len(texts) == len(set(texts)) == 1, texts  # critical-job's message, once

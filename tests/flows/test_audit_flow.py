@@ -13,6 +13,7 @@ import pytest
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
+from stormwatch.tasks.compact import compact
 from tests import builders as b
 from tests.tasks.storage.backends import Backend
 
@@ -108,25 +109,36 @@ def test_a_failing_job_is_recorded_and_the_others_complete(backend: Backend, tmp
     assert backend.get("reports/big-job/model.json") is None
 
 
-def test_post_job_updates_one_row(backend: Backend, tmp_path: Path) -> None:
+def test_post_job_commits_one_job_and_a_fold_publishes_it(backend: Backend, tmp_path: Path) -> None:
     write_fleet(tmp_path, backend)
     run(backend)
     first = {job["job_id"]: job for job in fleet(backend)["jobs"]}
+    fleet_files = {key: backend.get(key) for key in ("reports/fleet.json", "reports/fleet.parquet",
+                                                     "reports/index.html")}
 
     result = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
                       endpoint_url=backend.settings.endpoint_url, force=True, fail_on="warning"))
     assert result["exit_code"] == 3 and result["job"]["verdict"] == "critical"
+    assert {key: backend.get(key) for key in fleet_files} == fleet_files  # nothing fleet-wide rewritten
+    assert [key for key in backend.stored_keys() if "/.commits/" in key]  # one delta, pending
+
+    done = compact(backend.storage, storage_uri=backend.settings.uri)
+    assert len(done.folded) == 1 and done.jobs == 1
+    assert not [key for key in backend.stored_keys() if "/.commits/" in key]
     after = {job["job_id"]: job for job in fleet(backend)["jobs"]}
-    assert {"trends", "regressions", "suspect_hosts", "coverage"} <= set(fleet(backend))  # the audit's, kept
+    assert {"trends", "regressions", "suspect_hosts", "coverage", "folded_at"} <= set(fleet(backend))
     assert set(after) == set(first)
     assert after["critical-job"]["diagnosed_at"] > first["critical-job"]["diagnosed_at"]
     assert after["clean-job"] == first["clean-job"]
     table = pd.read_parquet(io.BytesIO(backend.get("reports/fleet.parquet") or b""))
     assert (table["job_id"] == "critical-job").sum() == 2  # ranks replaced, not duplicated
+    assert (table["job_id"] == "clean-job").sum() == 2  # carried over
     history = sorted(key for key in backend.stored_keys() if key.startswith("reports/history/"))
     assert len(history) == 2  # the audit's file, and post-job's for the job it diagnosed again
     rows = pd.read_parquet(io.BytesIO(backend.get(history[-1]) or b""))
     assert set(rows["job_id"]) == {"critical-job"} and len(rows) == 2
+    assert b"post-job results folded in " in (backend.get("reports/index.html") or b"")
+    assert compact(backend.storage, storage_uri=backend.settings.uri).folded == ()  # folded once
 
     keys = backend.stored_keys()
     refused = post_job(job_id="../escape",

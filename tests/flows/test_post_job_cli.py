@@ -44,14 +44,22 @@ def test_post_job_exits_with_the_verdicts_code_and_writes_the_row(
     model = orjson.loads((root / "reports" / job / "model.json").read_bytes())
     assert model["verdict"]["status"] == verdict and code == model["verdict"]["exit_code"]
     assert code == (3 if verdict == "critical" and fail_on != "never" else 0)
+    assert not (root / "reports" / "fleet.json").exists()  # a post-job rewrites nothing fleet-wide
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{job}: {model['verdict']['summary']}\n")
+    assert f"  exit code: {code} (--fail-on {fail_on})" in out
+    assert f"  report: {(root / 'reports' / job / 'report.html').as_uri()}" in out
+    assert "notifications: none sent (no channel configured)" in out
+    assert "  fleet: committed; fleet.json and the index show it after the next audit or `stormwatch compact`" in out
+    assert "temporary Prefect server" not in err  # PREFECT_API_URL is set (the session's server)
+
+    assert main(["compact", "--storage", str(root)]) == 0
+    assert capsys.readouterr().out == "folded 1 commit (1 jobs) into fleet.json, fleet.parquet and the index\n"
     row = fleet_rows(root)[job]
     assert (row["status"], row["verdict"], row["exit_code"]) == ("diagnosed", verdict, code)
     assert set(fleet_rows(root)) == {job}  # the other job is the next audit's
-    out, err = capsys.readouterr()
-    assert out.startswith(f"{job}: {row['summary']}\n") and f"  exit code: {code} (--fail-on {fail_on})" in out
-    assert f"  report: {(root / 'reports' / job / 'report.html').as_uri()}" in out
-    assert "notifications: none sent (no channel configured)" in out
-    assert "temporary Prefect server" not in err  # PREFECT_API_URL is set (the session's server)
+    assert main(["compact", "--storage", str(root)]) == 0
+    assert capsys.readouterr().out == "nothing to fold: fleet.json holds every committed job\n"
 
 
 def test_post_job_waits_for_the_audit_lease_and_names_its_holder(root: Path,
