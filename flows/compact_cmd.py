@@ -16,12 +16,9 @@ import sys
 
 from stormwatch.flows.post_job_cmd import DEFAULT_LEASE_WAIT_S, lease_wait_s
 from stormwatch.flows.preflight import PreflightError
-from stormwatch.flows.run_options import resolve_storage
+from stormwatch.flows.storage_root import open_root, usage
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
-from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.probe import StoreUnreachableError, survey_root
-from stormwatch.tasks.storage.protocol import StorageError, StorageSettings
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,31 +32,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(run=run_compact)
 
 
-def _usage(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return int(ExitCode.USAGE)
-
-
 def run_compact(args: argparse.Namespace) -> int:
     try:
         wait_s = lease_wait_s(args)
     except PreflightError as exc:
-        return _usage(str(exc))
-    uri = resolve_storage(args)
-    if not uri:
-        return _usage("no storage: pass --storage or set STORMWATCH_STORAGE")
-    try:
-        settings = StorageSettings(uri=uri, endpoint_url=args.endpoint_url)
-        found = survey_root(settings)
-    except StoreUnreachableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return int(ExitCode.ERROR)
-    except (ValueError, StorageError) as exc:
-        return _usage(str(exc))
-    if not (found.has_jobs_folder or found.has_reports_folder):  # a wrong root: write nothing
-        return _usage(f"{found.root} is not a storage root: it has no {found.jobs_prefix}/ or "
-                      f"{settings.reports_prefix}/ (expected {found.jobs}<job_id>/…); {found.found_instead()}")
-    storage = storage_for(settings)
+        return int(usage(str(exc)))
+    storage = open_root(args)
+    if isinstance(storage, ExitCode):
+        return int(storage)
     lease = acquire_waiting(storage, name=AUDIT_LEASE, owner=default_owner("compact"), wait_s=wait_s)
     if lease is None:
         busy = holder(storage, name=AUDIT_LEASE)
@@ -70,7 +50,7 @@ def run_compact(args: argparse.Namespace) -> int:
 
     try:
         with lease.kept_alive():
-            done = compact(storage, storage_uri=settings.uri)
+            done = compact(storage, storage_uri=storage.settings.uri)
     finally:
         lease.release()
     for line in done.repaired:

@@ -30,11 +30,10 @@ from stormwatch.alerting.silences import (
     parse_until,
     silence_id,
 )
+from stormwatch.flows.storage_root import open_root, usage
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.notify.config_store import change_silences, read_silence_book, report_name
-from stormwatch.tasks.storage.open import storage_for
-from stormwatch.tasks.storage.probe import StoreUnreachableError, survey_root
-from stormwatch.tasks.storage.protocol import SILENCES_KEY, Storage, StorageError, StorageSettings, parse_storage_uri
+from stormwatch.tasks.storage.protocol import SILENCES_KEY, Storage, parse_storage_uri
 
 
 def _storage_flags(parser: argparse.ArgumentParser) -> None:
@@ -66,28 +65,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     expire.set_defaults(run=run_expire)
 
 
-def _open(args: argparse.Namespace) -> Storage | ExitCode:
-    """The storage the command acts on, or the exit code after one line saying why not: a malformed
-    URI, a missing folder or a root that is no storage root (usage), a store that cannot be reached (1)."""
-    from stormwatch.flows.audit_cmd import resolve_storage
-
-    uri = resolve_storage(args)
-    if not uri:
-        return _usage("no storage: pass --storage or set STORMWATCH_STORAGE")
-    try:
-        settings = StorageSettings(uri=uri, endpoint_url=args.endpoint_url)
-        found = survey_root(settings)
-    except StoreUnreachableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.ERROR
-    except (ValueError, StorageError) as exc:
-        return _usage(str(exc))
-    if not (found.has_jobs_folder or found.has_reports_folder or found.is_empty):  # a wrong root: write nothing
-        return _usage(f"{found.root} is not a storage root: it has no {found.jobs_prefix}/ or "
-                      f"{settings.reports_prefix}/ (expected {found.jobs}<job_id>/…); {found.found_instead()}")
-    return storage_for(settings)
-
-
 def _root(storage: Storage) -> str:
     """The storage root as the user should recognise it: an absolute folder, or the s3:// URI."""
     scheme, location, _ = parse_storage_uri(storage.settings.uri)
@@ -103,24 +80,19 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _usage(message: str) -> ExitCode:
-    print(f"error: {message}", file=sys.stderr)
-    return ExitCode.USAGE
-
-
 def run_add(args: argparse.Namespace) -> int:
     try:
         matchers = tuple(sorted({SilenceMatcher.parse(text) for text in args.match}))
         until = parse_until(args.until)
     except ValueError as exc:
-        return _usage(str(exc))
+        return usage(str(exc))
     now = _now()
     if until <= now:
-        return _usage(f"--until {args.until} (silenced until {until.isoformat()}) is not in the future")
+        return usage(f"--until {args.until} (silenced until {until.isoformat()}) is not in the future")
     reason = " ".join(args.reason.split())
     if not reason or len(reason) > MAX_REASON_CHARS:
-        return _usage(f"--reason must be 1 to {MAX_REASON_CHARS} characters")
-    storage = _open(args)
+        return usage(f"--reason must be 1 to {MAX_REASON_CHARS} characters")
+    storage = open_root(args)
     if isinstance(storage, ExitCode):
         return storage
     silence = Silence(silence_id(matchers, until, reason), matchers, until, reason, now, args.by or _user())
@@ -150,7 +122,7 @@ def _describe(item: Silence, now: datetime) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    storage = _open(args)
+    storage = open_root(args)
     if isinstance(storage, ExitCode):
         return storage
     try:
@@ -169,7 +141,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_expire(args: argparse.Namespace) -> int:
-    storage = _open(args)
+    storage = open_root(args)
     if isinstance(storage, ExitCode):
         return storage
     now = _now()
@@ -180,7 +152,7 @@ def run_expire(args: argparse.Namespace) -> int:
     try:
         change_silences(storage, expire)
     except KeyError:
-        return _usage(f"no silence {args.id!r} in {_where(storage)} (stormwatch silence list --all shows them)")
+        return usage(f"no silence {args.id!r} in {_where(storage)} (stormwatch silence list --all shows them)")
     except ConfigError as exc:
         print(f"error: {exc} (fix or remove it first)", file=sys.stderr)
         return ExitCode.ERROR

@@ -78,3 +78,13 @@ def test_post_job_waits_for_the_audit_lease_and_names_its_holder(root: Path,
     assert error.startswith("error: job critical-job not diagnosed: not diagnosed after waiting 0.3 s: another audit "
                             "holds the lease nightly-audit on gpu-head pid 4242")
     assert not (root / "reports" / "critical-job").exists()  # nothing read or written
+
+
+def test_compact_refuses_a_root_that_is_no_storage_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main(["compact", "--storage", str(tmp_path)]) == 2
+    assert main(["compact", "--storage", str(tmp_path / "missing")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"error: {tmp_path} is not a storage root: it has no jobs/ or reports/")
+    assert lines[1] == f"error: storage root {tmp_path / 'missing'} does not exist" and len(lines) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]  # nothing written
