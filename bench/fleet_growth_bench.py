@@ -1042,14 +1042,6 @@ def targets_table(outcomes: Sequence[Outcome]) -> list[str]:
 # --- set-up ---------------------------------------------------------------------------------------------------
 
 
-def split_list(raw: str, allowed: Sequence[str], what: str, parser: argparse.ArgumentParser) -> list[str]:
-    items = [item.strip() for item in raw.split(",") if item.strip()]
-    unknown = sorted(set(items) - set(allowed))
-    if unknown or not items:
-        parser.error(f"unknown {what} {unknown}; choose from {', '.join(allowed)}")
-    return list(dict.fromkeys(items))
-
-
 Sizes = dict[str, dict[str, int]]  # storage -> size flag -> value
 
 
@@ -1071,8 +1063,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--lease-wait", type=float, default=900, help="post-job's --lease-wait (900 s)")
     parser.add_argument("--audit-args", default="", help='passed to every audit, e.g. "--workers 2"')
     args = parser.parse_args(argv)
-    storages = split_list(args.storage or ("local" if args.short else ",".join(STORAGES)), STORAGES, "storage", parser)
-    scenarios = split_list(args.scenarios, SCENARIOS, "scenarios", parser)
+    wanted = args.storage or ("local" if args.short else ",".join(STORAGES))
+    storages = fleet_bench.split_list(wanted, STORAGES, "storage", parser)
+    scenarios = fleet_bench.split_list(args.scenarios, SCENARIOS, "scenarios", parser)
     sizes: Sizes = {}
     for kind in storages:
         chosen = dict(SHORT_SIZES if args.short else DEFAULT_SIZES[kind])
