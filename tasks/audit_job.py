@@ -122,11 +122,10 @@ def _unchanged(previous: JobDocument, fingerprint: str, options: DiagnoseOptions
     return previous.input_fingerprint == fingerprint and previous.options == options.recorded()
 
 
-def _outputs_whole(storage: Storage, row: FleetRow) -> bool:
-    """Whether the job's model.json and report.html are both there, at the sizes its commit wrote."""
-    sizes = {entry.key: entry.size_bytes for entry in storage.list_reports(row.job_id)
-             if entry.key in (model_json_key(row.job_id), report_html_key(row.job_id))}
-    return len(sizes) == 2 and not row.damaged_outputs(sizes)
+def _output_sizes(storage: Storage, job_id: str) -> dict[str, int]:
+    """The sizes of the job's model.json and report.html, by report key (those that exist)."""
+    wanted = (model_json_key(job_id), report_html_key(job_id))
+    return {entry.key: entry.size_bytes for entry in storage.list_reports(job_id) if entry.key in wanted}
 
 
 def _finding(document: JobDocument, link: str) -> JobFinding | None:
@@ -147,10 +146,12 @@ def audit_one(
     previous = None if options.force else _previous(storage, job_id)
     report = report_html_key(job_id)
     link = options.report_link(storage, report)
-    committed = None if options.force else committed_row(storage, job_id)
+    sizes = _output_sizes(storage, job_id)
+    # a job with no outputs yet (a post-job's usual case) was never committed: no commit is read
+    committed = None if options.force or not sizes else committed_row(storage, job_id)
     if (isinstance(previous, JobDocument) and _unchanged(previous, fingerprint, options.diagnose)
             and committed is not None and committed.input_fingerprint == fingerprint
-            and _outputs_whole(storage, committed)):
+            and len(sizes) == 2 and not committed.damaged_outputs(sizes)):
         row = row_from_document(previous, status=JobStatus.SKIPPED, report=report,
                                 exit_code=exit_code_for(previous.verdict.status, options.diagnose.fail_on))
         return JobOutcome(row, _finding(previous, link))
