@@ -43,12 +43,12 @@ on a moto server in this process, real HTTP on 127.0.0.1, ``--endpoint-url``):
              code 0 or 3, every job's committed row diagnosed: fleet.json's, or a pending commit's
              (``reports/.commits/``: a post-job may leave its row there for the next audit or
              ``stormwatch compact`` to fold in; the table says how many rows are where). post-job holds
-             the storage's audit lease while it works, so post-jobs started together queue for it: they get
-             ``--lease-wait`` (default 900 s, the CLI's own is 60 s) so that the batch measures how long
-             the jobs take to be diagnosed, not how many are turned away. During each batch a thread here
-             reads ``reports/.locks/audit.json`` every 0.2 s: "lease held" is the time it was seen there
-             and by how many holders (tokens); held time close to the batch's wall time means the
-             post-jobs ran one at a time whatever the pool.
+             its own job's lease, never the audit lease, so post-jobs of different jobs run side by side;
+             they get ``--lease-wait`` (default 900 s, the CLI's own is 60 s). During each batch a thread
+             here reads ``reports/.locks/audit.json`` every 0.2 s: "lease held" is the time the audit lease
+             was seen there and by how many holders (tokens): 0 s, 0 holders when no post-job takes it.
+             ``--post-jobs-on growth`` runs this scenario against the growth fleet after its last night
+             instead of a separate ``--stored`` fleet.
 
 Figures (MB: 10^6 bytes), per audit or post-job subprocess. Each runs under a ~10 MB wrapper (``WRAPPER``:
 ``python -I -S`` that posix_spawns the command, waits for it and writes its figures): a process's ru_maxrss
@@ -386,7 +386,7 @@ class Root:
         raise NotImplementedError
 
     def lease(self) -> bytes | None:
-        """reports/.locks/audit.json (the audit lease, which post-job holds too), None when absent."""
+        """reports/.locks/audit.json (the audit lease; a post-job never takes it), None when absent."""
         raise NotImplementedError
 
     def commit_objects(self) -> list[bytes]:
@@ -1057,6 +1057,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--stored", type=int, help="post-job: stored runs, audited once first (local 10,000, s3 2,000)")
     parser.add_argument("--post-jobs", type=int, help="post-job: jobs in each batch (50)")
     parser.add_argument("--parallel", type=int, help="post-job: jobs at a time in the parallel batch (8)")
+    parser.add_argument("--post-jobs-on", choices=("stored", "growth"), default="stored",
+                        help="post-job: against the --stored fleet audited once first (default), or against the "
+                             "growth fleet after its last night (nights x runs-per-night stored runs, no set-up audit)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="work in DIR and keep it (roots/, logs/ of every run)")
     parser.add_argument("--timeout", type=float, default=3_600, help="seconds before a subprocess is killed (3,600)")
@@ -1091,18 +1094,23 @@ def work_folder(keep: Path | None) -> Iterator[Path]:
     yield keep
 
 
-def run_storage(bench: Bench, kind: str, scenarios: Sequence[str], sizes: dict[str, int]) -> Outcome:
+def run_storage(bench: Bench, kind: str, scenarios: Sequence[str], sizes: dict[str, int], *,
+                on_growth: bool = False) -> Outcome:
+    """The scenarios on one storage; ``on_growth``: the post-jobs run against the growth fleet."""
     out = Outcome(kind, sizes)
     t0 = time.perf_counter()
     if "growth" in scenarios:
         root, ids = bench.growth(out)
         if "unchanged" in scenarios:
             bench.unchanged(out, root, night_time(sizes["nights"]), ids, "growth")
-    if "post-job" in scenarios or ("unchanged" in scenarios and "growth" not in scenarios):
+        if on_growth and "post-job" in scenarios:
+            print(f"\n[{kind}] post-job: against the growth fleet ({len(ids):,} stored runs)", flush=True)
+            bench.post_jobs(out, root, ids, max(1, sizes["runs_per_night"]), night_time(sizes["nights"]))
+    if (not on_growth and "post-job" in scenarios) or ("unchanged" in scenarios and "growth" not in scenarios):
         root, ids, names, as_of = bench.stored_fleet(out)
         if "unchanged" in scenarios and "growth" not in scenarios:
             bench.unchanged(out, root, as_of, ids, "post-job")
-        if "post-job" in scenarios:
+        if "post-job" in scenarios and not on_growth:
             bench.post_jobs(out, root, ids, names, as_of)
     bench.empty_root(out)
     print(f"  [{kind}] {time.perf_counter() - t0:.0f} s", flush=True)
@@ -1141,7 +1149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(first.stderr[-3000:])
                     return 2
                 for kind in storages:
-                    outcomes.append(run_storage(bench, kind, scenarios, sizes[kind]))
+                    outcomes.append(run_storage(bench, kind, scenarios, sizes[kind],
+                                               on_growth=args.post_jobs_on == "growth" and "growth" in scenarios))
         finally:
             if s3 is not None:
                 s3.stop()

@@ -38,19 +38,23 @@ from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.progress import JobProgress
 from stormwatch.flows.unwalked import unwalked
 from stormwatch.history.schema import audit_id
-from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row, fleet_document
+from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row
+from stormwatch.outputs.fleet_summary import counted_frame, counts
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
+from stormwatch.severity import FailOn
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.batches import Batch, batch_by_bytes
 from stormwatch.tasks.commit_outcomes import clear_commits_task, folded_commits
 from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_inventory
 from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
+from stormwatch.tasks.fleet_view import FleetView, fleet_view, notify_candidates, rows_to_fold, window_start
 from stormwatch.tasks.notify.settings import NotifySettings
-from stormwatch.tasks.notify.step import UnchangedJob, notify_task
-from stormwatch.tasks.plan import AuditPlan, plan_audit
-from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.notify.step import KeptJobs, UnchangedJob, notify_task
+from stormwatch.tasks.plan import AuditPlan, plan_audit, unchanged_exit_code
+from stormwatch.tasks.publish import fold_id, publish_view_task
 from stormwatch.tasks.repair import sweep_temporaries_task
-from stormwatch.tasks.storage.lease import AUDIT_LEASE, LeaseRecord, acquire, default_owner, holder
+from stormwatch.tasks.retention import retention_task
+from stormwatch.tasks.storage.lease import AUDIT_LEASE, Lease, LeaseRecord, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings, report_html_key
 
@@ -131,13 +135,17 @@ def notify_outcomes(
     fleet: Sequence[JobFinding] | None = None,
     now: datetime | None = None,
     overview: bool = True,
+    kept: KeptJobs | None = None,
+    whole: bool = True,
 ) -> dict[str, Any]:
     """Run the notify step (for unchanged jobs, only those the ledger has not settled; ``fleet``:
     regressions and suspect hosts, None when not computed; ``now``: the audit time; ``overview``: see
+    :func:`~stormwatch.tasks.notify.step.notify_step`; ``kept``: the unchanged jobs, for
+    alerts to recall; ``whole``: the caller holds the audit lease, see
     :func:`~stormwatch.tasks.notify.step.notify_step`); its failure is logged, never the audit's."""
     findings = [outcome.finding for outcome in outcomes if outcome.finding is not None] + list(fleet or ())
     future = notify_task.submit(settings, unwalked(findings), notify, now or datetime.now(UTC), unwalked(unchanged),
-                                fleet is not None, overview)
+                                fleet is not None, overview, unwalked(kept), whole)
     result: Any = future.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         get_run_logger().error("notifications not processed: %s", type(result).__name__)
@@ -174,28 +182,38 @@ def link_reports(settings: StorageSettings, rows: Sequence[FleetRow], options: A
     return len(published)
 
 
-def summarise(rows: Sequence[FleetRow], fleet: dict[str, Any]) -> dict[str, Any]:
-    """What the flow returns: fleet counts, the worst exit code, jobs needing attention."""
-    counted = (ExitCode.CLEAN, ExitCode.FINDINGS)
-    exit_code = int(max((row.exit_code or ExitCode.CLEAN for row in rows if row.exit_code in counted),
-                        default=ExitCode.CLEAN))
+def summarise(fresh: Sequence[FleetRow], fleet: dict[str, Any], *, plan: AuditPlan | None = None,
+              fail_on: FailOn = FailOn.NEVER, counted: pd.DataFrame | None = None) -> dict[str, Any]:
+    """What the flow returns: fleet counts, the worst exit code (of the jobs diagnosed now and of the
+    unchanged ones under this run's ``fail_on``), jobs needing attention."""
+    counted_codes = (ExitCode.CLEAN, ExitCode.FINDINGS)
+    codes = [int(row.exit_code) for row in fresh if row.exit_code in counted_codes]
+    kept = None if plan is None else unchanged_exit_code(plan, fail_on)
+    if kept in counted_codes:
+        codes.append(int(kept))
+    critical = (sorted(counted["job_id"][counted["verdict"] == VerdictStatus.CRITICAL.value].astype(str))
+                if counted is not None else
+                sorted(row.job_id for row in fresh if row.verdict is VerdictStatus.CRITICAL))
     return {
         "summary": fleet["summary"],
-        "exit_code": exit_code,
-        JobStatus.FAILED.value: sorted(row.job_id for row in rows if row.status is JobStatus.FAILED),
-        JobStatus.REFUSED.value: sorted(row.job_id for row in rows if row.status is JobStatus.REFUSED),
-        VerdictStatus.CRITICAL.value: sorted(row.job_id for row in rows if row.verdict is VerdictStatus.CRITICAL),
+        "exit_code": max(codes, default=int(ExitCode.CLEAN)),
+        JobStatus.FAILED.value: sorted(row.job_id for row in fresh if row.status is JobStatus.FAILED),
+        JobStatus.REFUSED.value: sorted(row.job_id for row in fresh if row.status is JobStatus.REFUSED),
+        VerdictStatus.CRITICAL.value: critical,
     }
 
 
 @dataclass(frozen=True)
 class AuditRun:
-    """What the jobs of an audit came to: every row (diagnosed, failed, unchanged, refused), the
-    outcomes of the jobs diagnosed now, and the plan (unchanged jobs and their ranks)."""
+    """What the jobs of an audit came to: the rows made now (diagnosed, failed, refused), the
+    outcomes of the jobs diagnosed now, the plan (unchanged jobs as columns), the fleet view and
+    the fleet-wide sections."""
 
-    rows: list[FleetRow]
+    fresh: list[FleetRow]
     outcomes: list[JobOutcome]
     plan: AuditPlan
+    view: FleetView
+    files: Mapping[str, Sequence[str]]
     sections: dict[str, Any]
 
 
@@ -204,36 +222,82 @@ def audit_jobs(
 ) -> AuditRun:
     """Sweep, inventory, plan, batches: the work done under the lease before publishing."""
     logger = get_run_logger()
+    audit_time = options.acting_at()
     inventory = take_inventory(settings)
     repaired = sweep_temporaries_task(settings, unwalked(inventory))
-    previous = read_previous(settings, unwalked(inventory))
-    repaired += list(previous.commits.damaged)
-    plan = plan_audit(inventory, previous, options=options)
+    previous = read_previous(settings, unwalked(inventory), window_start(audit_time, params.index_days))
+    repaired += [*previous.commits.damaged, *previous.damaged]
+    previous, pruned, retired = retention_task(settings, unwalked(previous), params.retention_days, audit_time,
+                                               fold_id(datetime.now(UTC)))
+    if pruned is not None and params.retention_days is not None:
+        logger.info("%s", pruned.line(params.retention_days))
+    plan = plan_audit(inventory, previous, options=options, retired=retired)
     repaired += list(plan.damaged)
     engine = params.engine_settings()
     batches = batch_by_bytes(plan.diagnose, sizing=params.batch_sizing(), parallelism=engine.parallelism,
                              repairs=plan.repairs)
     logger.info("%d jobs: %d to diagnose (%d bytes, %d batches), %d unchanged, %d refused ids",
-                len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), len(plan.unchanged),
+                len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), plan.unchanged_count,
                 len(inventory.refused))
-    audit_time = options.acting_at()
     audit = audit_id(audit_time, [(job.job_id, job.fingerprint) for job in plan.diagnose])
     earlier = read_earlier(settings, params, audit_time=audit_time)
     names = {options.job_names.name_of(job.job_id) for job in plan.diagnose}
-    try:
-        outcomes = run_batches(settings, batches, options, engine, earlier=by_job_name(earlier.rows, names),
-                               progress=progress, audit=audit)
-    finally:
-        close_shared_pools()
-    rows = [outcome.row for outcome in outcomes] + list(plan.unchanged)
-    rows += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
+    outcomes: list[JobOutcome] = []
+    if batches:  # an unchanged audit starts no engine workers
+        try:
+            outcomes = run_batches(settings, batches, options, engine, earlier=by_job_name(earlier.rows, names),
+                                   progress=progress, audit=audit)
+        finally:
+            close_shared_pools()
+    fresh = [outcome.row for outcome in outcomes]
+    fresh += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
+    view = fleet_view(plan, fresh, audit_time=audit_time, days=params.index_days, name_of=options.job_names.name_of,
+                      fail_on=options.diagnose.fail_on)
     sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
-                                  rows=rows, audit=audit)
+                                  rows=view.shown, audit=audit)
     sections["repaired"] = [*repaired, *sections["history"].pop("repaired")]
-    sections["folded_at"] = datetime.now(UTC).isoformat()  # the pending post-job commits are folded in now
+    sections["retention"] = {"days": params.retention_days, "retired_runs": int(plan.current["retired"].sum()),
+                             "pruned": None if pruned is None else pruned.as_json()}
     for line in sections["repaired"]:
         logger.warning("repaired: %s", line)
-    return AuditRun(rows=rows, outcomes=outcomes, plan=plan, sections=sections)
+    return AuditRun(fresh=fresh, outcomes=outcomes, plan=plan, view=view, files=previous.files, sections=sections)
+
+
+def publish_audit(settings: StorageSettings, params: AuditParameters, options: AuditOptions, notify: NotifySettings,
+                  done: AuditRun, *, lease: Lease) -> dict[str, Any]:
+    """Notify, then fold and publish (the fold stamps the runs the notify step observed), then clear
+    the folded commits; the flow's result."""
+    storage = storage_for(settings)
+    index = options.report_link(storage, INDEX_HTML_KEY)
+    plan, view = done.plan, done.view
+    unchanged = [UnchangedJob(row, options.report_link(storage, report_html_key(row.job_id)))
+                 for row in notify_candidates(plan, view, done.fresh)]
+    fleet_wide = fleet_findings(done.sections, index_url=index,
+                                report_url_of=lambda job: options.report_link(storage, report_html_key(job)))
+    lease.renew()  # still ours before notifying: a lost lease must never send twice
+    notifications = notify_outcomes(settings, done.outcomes, notify, unchanged=unchanged, fleet=fleet_wide,
+                                    now=options.acting_at(), overview=False,
+                                    kept=KeptJobs(plan.kept["job_id"], options.report_base_url))
+    overview = notifications.pop("overview", None)
+    observed = notifications.pop("observed", None)
+    sections = dict(done.sections)
+    if overview is not None:
+        sections["alerts"] = overview
+    stamp = datetime.now(UTC).isoformat()
+    sections["folded_at"] = stamp  # the pending post-job commits are folded in now
+    seen = None if observed is None else dict.fromkeys(observed, options.acting_at().isoformat())
+    fold = rows_to_fold(plan, done.fresh, audit_night=options.acting_at().astimezone(UTC).date(), observed=seen)
+    view = view.observed(seen or {})
+    lease.renew()  # and before writing fleet-wide outputs (raises LeaseLostError if not)
+    fleet = publish_view_task(settings, unwalked(view), unwalked(fold), unwalked(done.files), options.acting_at(),
+                              options.job_names.name_of, unwalked(sections))
+    clear_commits_task(settings, folded_commits(plan, done.outcomes))  # the runs files hold their rows now
+    link_reports(settings, done.fresh, options)
+    result = summarise(done.fresh, fleet, plan=plan, fail_on=options.diagnose.fail_on, counted=view.counted)
+    result["repaired"] = list(done.sections["repaired"])
+    result["index"] = index
+    result["notifications"] = notifications
+    return result
 
 
 def lease_message(busy: LeaseRecord | None) -> str:
@@ -256,27 +320,12 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
     if lease is None:  # another audit is at work on this storage: do nothing, never wait
         message = lease_message(holder(storage_for(settings), name=AUDIT_LEASE))
         logger.error("not auditing: %s", message)
-        result = summarise([], fleet_document([], generated_at=datetime.now(UTC), storage=params.storage))
+        result = summarise([], {"summary": counts(counted_frame([], name_of=str, night=datetime.now(UTC).date()))})
         return {**result, "exit_code": int(ExitCode.ERROR), "lease": message}
     try:
         with lease.kept_alive():
             done = audit_jobs(settings, params, options, progress=progress)
-            rows, plan = done.rows, done.plan
-            lease.renew()  # still ours before writing fleet-wide outputs (raises LeaseLostError if not)
-            fleet = publish_fleet_task(settings, unwalked(rows), options.acting_at(), unwalked(plan.unchanged_ranks),
-                                       unwalked(done.sections))
-            clear_commits_task(settings, folded_commits(plan, done.outcomes))  # fleet.json holds their rows now
-            link_reports(settings, rows, options)
-            result = summarise(rows, fleet)
-            result["repaired"] = list(done.sections["repaired"])
-            storage = storage_for(settings)
-            result["index"] = options.report_link(storage, INDEX_HTML_KEY)
-            unchanged = [UnchangedJob(row, options.report_link(storage, str(row.report))) for row in plan.unchanged]
-            fleet_wide = fleet_findings(done.sections, index_url=result["index"],
-                                        report_url_of=lambda job: options.report_link(storage, report_html_key(job)))
-            lease.renew()  # and before notifying: a lost lease must never send twice
-            result["notifications"] = notify_outcomes(settings, done.outcomes, notify, unchanged=unchanged,
-                                                      fleet=fleet_wide, now=options.acting_at())
+            result = publish_audit(settings, params, options, notify, done, lease=lease)
     finally:
         lease.release()
     logger.info("audit done: %s", result["summary"])

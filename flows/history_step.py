@@ -30,9 +30,11 @@ from stormwatch.tasks.history import HistoryRead, prune_history_task, read_histo
 from stormwatch.tasks.storage.protocol import StorageSettings
 
 
-def read_earlier(settings: StorageSettings, params: AuditParameters, *, audit_time: datetime) -> HistoryRead:
-    """The kept history up to ``audit_time``; a file that cannot be read is a logged warning."""
-    found = read_history_task(settings, audit_time - timedelta(days=params.history_days), audit_time)
+def read_earlier(settings: StorageSettings, params: AuditParameters, *, audit_time: datetime,
+                 names: Collection[str] | None = None) -> HistoryRead:
+    """The kept history up to ``audit_time`` (of job names ``names`` only; None: all); a file that cannot
+    be read is a logged warning."""
+    found = read_history_task(settings, audit_time - timedelta(days=params.history_days), audit_time, names)
     for warning in found.warnings:
         get_run_logger().warning("history: %s", warning)
     return found

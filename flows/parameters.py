@@ -91,6 +91,9 @@ class AuditParameters(BaseModel):
     job_name_pattern: str | None = Field(default=None, description="regex whose group 1 is the job name of a job id "
                                          "(default: the id without a trailing run number or date)")
     history_days: int = Field(default=90, ge=1, description="days of history kept under reports/history/")
+    index_days: int = Field(default=7, ge=1, description="nights of runs the index and fleet.json show")
+    retention_days: int | None = Field(default=None, ge=1, description="nights of runs kept: older runs files and "
+                                       "their runs' reports are pruned (default: nothing is pruned)")
     baseline_runs: int = Field(default=RegressionThresholds().runs, ge=1,
                                description="earlier runs of a job name whose median is its baseline")
     regression_pct: float = Field(default=RegressionThresholds().min_change * 100, ge=0,

@@ -25,7 +25,7 @@ from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.commit_outcomes import commit_task
 from stormwatch.tasks.diagnose import diagnose_job
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
-from stormwatch.tasks.storage.lease import AUDIT_LEASE, acquire_waiting, default_owner, holder
+from stormwatch.tasks.storage.lease import acquire_waiting, default_owner, holder, job_lease
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
 
@@ -36,7 +36,7 @@ def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, 
     retries gives a failed row with its error."""
     audit_time = options.acting_at()
     name = options.job_names.name_of(job_id)
-    earlier = by_job_name(read_earlier(settings, params, audit_time=audit_time).rows, {name}).get(name)
+    earlier = by_job_name(read_earlier(settings, params, audit_time=audit_time, names={name}).rows, {name}).get(name)
     future = diagnose_job.submit(settings, job_id, options, earlier)
     try:
         result: Any = future.result(raise_on_failure=False)
@@ -53,8 +53,9 @@ def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, 
 def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -> dict[str, Any]:
     """Diagnose ``jobs/<job_id>/`` under ``params.storage``; returns the job's fleet row and exit code.
 
-    Runs under the storage's audit lease, waiting up to ``lease_wait_s`` seconds for it; when
-    another audit still holds it then, nothing is read or written and the exit code is 1.
+    Runs under its job's lease (never the audit lease: post-jobs of different jobs run side by side),
+    waiting up to ``lease_wait_s`` seconds for it; when another post-job of the same job still holds
+    it then, nothing is read or written and the exit code is 1.
     ``params.digest`` does not apply (one job, one message per channel)."""
     logger = get_run_logger()
     try:
@@ -66,11 +67,11 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
     settings = params.storage_settings()
     options = audit_options(params)
     notify = notify_settings(params, digest=False)
-    lease = acquire_waiting(storage_for(settings), name=AUDIT_LEASE, owner=default_owner(f"post-job {job_id}"),
+    lease = acquire_waiting(storage_for(settings), name=job_lease(job_id), owner=default_owner(f"post-job {job_id}"),
                             wait_s=lease_wait_s)
     if lease is None:
-        busy = holder(storage_for(settings), name=AUDIT_LEASE)
-        message = (f"not diagnosed after waiting {lease_wait_s:g} s: another audit holds the lease "
+        busy = holder(storage_for(settings), name=job_lease(job_id))
+        message = (f"not diagnosed after waiting {lease_wait_s:g} s: another post-job of this job holds its lease "
                    f"{busy.describe() if busy else '(released just now)'}; the next audit diagnoses it")
         logger.warning("%s: %s", job_id, message)
         row = failed_row(job_id, status=JobStatus.FAILED, error=message)
@@ -80,7 +81,10 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
             outcome = diagnose_one(settings, job_id, options, params)
             row = outcome.row
             lease.renew()  # still ours before notifying: a lost lease must never send twice
-            notifications = notify_outcomes(settings, [outcome], notify, now=options.acting_at(), overview=False)
+            notifications = notify_outcomes(settings, [outcome], notify, now=options.acting_at(), overview=False,
+                                            whole=False)
+            notifications.pop("overview", None)
+            notifications.pop("observed", None)
     finally:
         lease.release()
     exit_code = int(ExitCode.ERROR if row.status is JobStatus.FAILED else (row.exit_code or ExitCode.CLEAN))

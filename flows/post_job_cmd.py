@@ -5,8 +5,9 @@ epilog, a Kubernetes hook): the same flow as the ``post-job/on-demand`` deployme
 (:func:`stormwatch.flows.post_job.post_job`), run in this process. Before Prefect is imported, the
 flags, the storage (:mod:`stormwatch.flows.preflight`), the job id and ``jobs/JOB_ID/`` are checked
 (exit 2 naming the folder and a few job ids that exist). The exit code is the flow's: the
-verdict's (3 at or above ``--fail-on``, 0 below), 1 when the job failed or the audit lease stayed
-taken for ``--lease-wait`` seconds (nothing is then read or written: the next audit diagnoses it).
+verdict's (3 at or above ``--fail-on``, 0 below), 1 when the job failed or another post-job of the
+same job held its lease for ``--lease-wait`` seconds (nothing is then read or written: the next audit
+diagnoses it). Post-jobs of different jobs never wait for each other, nor for the nightly audit.
 The engine flags (``--workers``, ``--engine``, ``--batch-bytes``) are not offered: one job is one
 task, diagnosed in it, without an engine pool.
 """
@@ -31,7 +32,7 @@ from stormwatch.flows.preflight import (
 )
 from stormwatch.flows.run_options import hand_secrets_to_environment, run_arguments, storage_arguments, task_runner
 from stormwatch.outputs.verdict import ExitCode
-from stormwatch.tasks.storage.lease import AUDIT_LEASE, holder
+from stormwatch.tasks.storage.lease import holder, job_lease
 from stormwatch.tasks.storage.open import storage_for
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     storage_arguments(parser)
     run_arguments(parser, batches=False)
     parser.add_argument("--lease-wait", type=float, default=DEFAULT_LEASE_WAIT_S, metavar="SECONDS",
-                        help="wait up to SECONDS for an audit holding the storage's lease (default "
+                        help="wait up to SECONDS for another post-job of this job holding its lease (default "
                              f"{DEFAULT_LEASE_WAIT_S:g}); then exit 1, nothing written")
     parser.set_defaults(run=run_post_job)
 
@@ -60,15 +61,15 @@ def lease_wait_s(args: argparse.Namespace) -> float:
     return wait
 
 
-def say_lease_holder(params: AuditParameters, *, wait_s: float) -> None:
-    """One line on stderr when an audit holds the lease now (post-job then waits for it); a storage
-    error here is left to the flow, which reads the lease again."""
+def say_lease_holder(params: AuditParameters, job_id: str, *, wait_s: float) -> None:
+    """One line on stderr when another post-job holds this job's lease now (this one then waits for it);
+    a storage error here is left to the flow, which reads the lease again."""
     try:
-        record = holder(storage_for(params.storage_settings()), name=AUDIT_LEASE)
+        record = holder(storage_for(params.storage_settings()), name=job_lease(job_id))
     except Exception:  # informational only: the flow reads the lease again and says what it found
         return
     if record is not None and not record.expired(datetime.now(UTC)):
-        print(f"waiting up to {wait_s:g} s for the audit lease held by {record.describe()}", file=sys.stderr,
+        print(f"waiting up to {wait_s:g} s for job {job_id}'s lease held by {record.describe()}", file=sys.stderr,
               flush=True)
 
 
@@ -83,7 +84,7 @@ def run_post_job(args: argparse.Namespace) -> int:
         return refuse(exc, args)
     prefect_env.configure(verbose=args.verbose)
     hand_secrets_to_environment(args)
-    say_lease_holder(params, wait_s=wait_s)
+    say_lease_holder(params, job_id, wait_s=wait_s)
     prefect_env.announce_temporary_server()
     from stormwatch.flows.post_job import post_job
 

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 STORAGE_VARIABLE = "STORMWATCH_STORAGE"
 SECRET_FLAGS = {"slack_webhook": "STORMWATCH_SLACK_WEBHOOK", "smtp_url": "STORMWATCH_SMTP_URL"}
-_OPTIONAL = ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days", "baseline_runs", "regression_pct",
+_OPTIONAL = ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days", "index_days", "retention_days",
+             "baseline_runs", "regression_pct",
              "suspect_days", "max_sessions", "repeat_interval", "group_above")
 
 
@@ -51,6 +52,11 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
                               "without a trailing run number or date: llama-8r-0142 -> llama-8r)")
     history.add_argument("--history-days", type=int, default=None, metavar="N",
                          help="nights of history kept (default 90)")
+    history.add_argument("--index-days", type=int, default=None, metavar="N",
+                         help="nights of runs the index and fleet.json show; older nights are linked (default 7)")
+    history.add_argument("--retention-days", type=int, default=None, metavar="N",
+                         help="prune runs (their runs files and reports/<job>/ reports) last diagnosed more than N "
+                              "nights ago; inputs under jobs/ are never touched (default: nothing is pruned)")
     history.add_argument("--baseline-runs", type=int, default=None, metavar="N",
                          help="a job's baseline: the median of its job name's last N runs (default 7; fewer than 3 "
                               "earlier runs: no baseline yet)")

@@ -25,6 +25,7 @@ from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.reports.alertview import AlertBoard, alert_board
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_confidence, format_iso, format_utc_ns
+from stormwatch.reports.nightlinks import NightLink, older_nights, window_line
 from stormwatch.severity import Severity
 
 STATUSES = tuple(status.value for status in JobStatus)
@@ -72,6 +73,8 @@ class FleetView:
     rows: tuple[FleetRow, ...]  # every job, in fleet.json's order
     alerts: AlertBoard | None = None  # per receiver, from fleet.json's ``alerts`` (None: absent)
     folded_at: str | None = None  # when post-job commits were last folded in (None: never said)
+    window: str | None = None  # which runs the rows are (fleet.json's ``window``), None: every run
+    older: tuple[NightLink, ...] = ()  # nights outside the window, linked to their runs files
     show_options: tuple[tuple[str, str], ...] = SHOW_OPTIONS  # the "Show" filter's (value, label) choices
 
     @property
@@ -191,4 +194,6 @@ def fleet_view(fleet: Mapping[str, Any]) -> FleetView:
         rows=tuple(_row(index, job) for index, job in enumerate(jobs)),
         alerts=alert_board(fleet.get("alerts")),
         folded_at=None if folded is None else format_iso(folded),
+        window=window_line(fleet),
+        older=older_nights(fleet),
     )

@@ -78,10 +78,15 @@ class AuditOptions:
     def report_link(self, storage: Storage, key: str) -> str:
         """The report's address: under ``report_base_url`` (each key segment percent-encoded, as
         a job id may hold ``[``, ``(`` or ``#``), else the storage's own URI."""
-        if self.report_base_url:
-            path = "/".join(quote(part, safe="") for part in key.split("/"))
-            return f"{self.report_base_url.rstrip('/')}/{path}"
-        return storage.report_uri(key)
+        return report_link(storage, key, base_url=self.report_base_url)
+
+
+def report_link(storage: Storage, key: str, *, base_url: str | None) -> str:
+    """See :meth:`AuditOptions.report_link`."""
+    if base_url:
+        path = "/".join(quote(part, safe="") for part in key.split("/"))
+        return f"{base_url.rstrip('/')}/{path}"
+    return storage.report_uri(key)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def folded_commits(plan: AuditPlan, outcomes: Sequence[JobOutcome]) -> list[str]
     """The commit objects a fleet.json published from ``plan`` and ``outcomes`` holds: those pending
     when the audit began, and those its batches wrote."""
     written = {commit_key_of(outcome.row) for outcome in outcomes}
-    return sorted({*plan.commits, *(key for key in written if key is not None)})
+    return sorted({*plan.commit_keys, *(key for key in written if key is not None)})
 
 
 @task(name="clear-commits", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))

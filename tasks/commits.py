@@ -36,6 +36,7 @@ from stormwatch.history.schema import HISTORY_SCHEMA, HistoryFileError, conform,
 from stormwatch.outputs.fleet import FleetRow, JobStatus
 from stormwatch.tasks.history import PARQUET_CONTENT_TYPE, parquet_bytes
 from stormwatch.tasks.repair import quarantine
+from stormwatch.tasks.runs_store import stored_row
 from stormwatch.tasks.storage.protocol import COMMITS_FOLDER, FLEET_JSON_KEY, Storage
 
 log = logging.getLogger(__name__)
@@ -204,14 +205,20 @@ def commit_key_of(row: FleetRow) -> str | None:
 
 
 def committed_row(storage: Storage, job_id: str) -> FleetRow | None:
-    """``job_id``'s committed row: fleet.json's, or a pending commit's when newer; None when the job
-    was never committed (or fleet.json does not read: then it counts as never committed)."""
+    """``job_id``'s committed row: its newest stored run, or a pending commit's when newer; None when the
+    job was never committed (a damaged store counts as never committed). With no runs files, a
+    version-1 fleet.json's row."""
     rows: dict[str, FleetRow] = {}
-    data = storage.read_report(FLEET_JSON_KEY)
-    try:
-        for item in (orjson.loads(data) if data else {}).get("jobs", ()):
-            if isinstance(item, dict) and item.get("job_id") == job_id:
-                rows[job_id] = FleetRow.from_json(item)
-    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
-        rows = {}
+    found = stored_row(storage, job_id)
+    if isinstance(found, FleetRow):
+        rows[job_id] = found
+    elif found is False:
+        data = storage.read_report(FLEET_JSON_KEY)
+        try:
+            document = orjson.loads(data) if data else {}
+            for item in document.get("jobs", ()) if document.get("schema_version", 1) == 1 else ():
+                if isinstance(item, dict) and item.get("job_id") == job_id:
+                    rows[job_id] = FleetRow.from_json(item)
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+            rows = {}
     return newest_rows(rows, pending_commits(storage).commits).get(job_id)

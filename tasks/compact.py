@@ -15,13 +15,23 @@ from datetime import UTC, datetime
 
 import orjson
 
-from stormwatch.tasks.commits import clear, newest_rows, pending_commits
-from stormwatch.tasks.plan import PreviousFleet
-from stormwatch.tasks.publish import publish_fleet
-from stormwatch.tasks.storage.protocol import FLEET_JSON_KEY, FLEET_PARQUET_KEY, Storage
+from stormwatch.history.job_names import JobNamePattern
+from stormwatch.outputs.fleet import FleetRow, JobStatus
+from stormwatch.severity import FailOn
+from stormwatch.tasks.commits import clear, pending_commits
+from stormwatch.tasks.fleet_view import DEFAULT_INDEX_DAYS, fleet_view, rows_to_fold, window_start
+from stormwatch.tasks.plan import AuditPlan, PreviousFleet, read_previous_fleet
+from stormwatch.tasks.publish import publish_view
+from stormwatch.tasks.storage.inventory import Inventory
+from stormwatch.tasks.storage.protocol import FLEET_JSON_KEY, Storage
 
-#: fleet.json members written from the rows; the others (the last audit's fleet-wide sections) are kept.
-_FROM_ROWS = frozenset({"schema_version", "generated_at", "storage", "summary", "jobs"})
+#: fleet.json members written from the runs; the others (the last audit's fleet-wide sections) are kept.
+_FROM_ROWS = frozenset({"schema_version", "generated_at", "storage", "summary", "jobs", "window", "attention",
+                        "latest", "nights"})
+
+
+#: Rows of the last fleet.json a fold keeps as they were: their jobs have no committed run to show.
+_UNSETTLED = frozenset({JobStatus.FAILED.value, JobStatus.REFUSED.value})
 
 
 @dataclass(frozen=True)
@@ -34,28 +44,40 @@ class Compacted:
     repaired: tuple[str, ...] = ()
 
 
-def compact(storage: Storage, *, storage_uri: str, now: datetime | None = None) -> Compacted:
-    """Publish fleet.json, fleet.parquet and index.html with every pending commit folded in, then clear
-    those commits; fleet-wide sections stay the last audit's until the next one computes them.
-    Nothing is written when no commit is pending."""
+def _previous_document(storage: Storage) -> dict[str, object]:
+    data = storage.read_report(FLEET_JSON_KEY)
+    try:
+        document = orjson.loads(data) if data else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def compact(storage: Storage, *, storage_uri: str, now: datetime | None = None,
+            job_names: JobNamePattern | None = None) -> Compacted:
+    """Fold every pending commit into the runs files, publish fleet.json, fleet.parquet and index.html
+    (the window the last audit chose, ending now), then clear those commits; fleet-wide sections stay
+    the last audit's until the next one computes them. Nothing is written when no commit is pending."""
     at = now or datetime.now(UTC)
+    names = job_names or JobNamePattern()
     pending = pending_commits(storage, now=at)
     if not pending.commits:
         return Compacted(repaired=pending.damaged)
-    fleet_json = storage.read_report(FLEET_JSON_KEY)
-    previous = PreviousFleet.from_bytes(fleet_json, storage.read_report(FLEET_PARQUET_KEY))
-    rows = newest_rows(dict(previous.rows), pending.commits)
-    fresh = {row.job_id for commit in pending.commits for row in commit.rows if rows.get(row.job_id) is row}
-    carried = None if previous.ranks is None else previous.ranks[~previous.ranks["job_id"].isin(fresh)]
-    try:
-        document = orjson.loads(fleet_json) if fleet_json else {}
-    except orjson.JSONDecodeError:
-        document = {}
-    sections = {name: value for name, value in document.items() if name not in _FROM_ROWS} if isinstance(
-        document, dict) else {}
+    document = _previous_document(storage)
+    window = document.get("window")
+    days = int(window.get("days", DEFAULT_INDEX_DAYS)) if isinstance(window, dict) else DEFAULT_INDEX_DAYS
+    previous: PreviousFleet = read_previous_fleet(storage, Inventory(()), shown_since=window_start(at, days))
+    current = previous.table.assign(unchanged=previous.table["verdict"].notna())
+    plan = AuditPlan(diagnose=(), current=current, commits=previous.commits.commits, migrated=previous.migrated)
+    folded = {row.job_id for commit in plan.commits for row in commit.rows}
+    unsettled = [FleetRow.from_json(item) for item in document.get("jobs", ()) or ()  # type: ignore[attr-defined]
+                 if isinstance(item, dict) and item.get("status") in _UNSETTLED and item.get("job_id") not in folded]
+    view = fleet_view(plan, unsettled, audit_time=at, days=days, name_of=names.name_of, fail_on=FailOn.NEVER,
+                      as_skipped=False)
+    fold = rows_to_fold(plan, (), observed=None, audit_night=at.date())
+    sections = {name: value for name, value in document.items() if name not in _FROM_ROWS}
     sections.update(folded_at=at.isoformat(), repaired=list(pending.damaged))
-    publish_fleet(storage, list(rows.values()), generated_at=at, storage_uri=storage_uri, carried_ranks=carried,
-                  sections=sections)
+    publish_view(storage, view, fold=fold, files=previous.files, generated_at=at, storage_uri=storage_uri,
+                 name_of=names.name_of, sections=sections)
     clear(storage, pending.keys)
-    return Compacted(folded=pending.keys, jobs=len(fresh), repaired=pending.damaged)
-
+    return Compacted(folded=pending.keys, jobs=len(folded), repaired=pending.damaged)

@@ -12,6 +12,7 @@ and hashing a batch's inputs would cost the orchestrator time for nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 
 import pandas as pd
 from prefect import task
@@ -34,8 +35,9 @@ def take_inventory(settings: StorageSettings) -> Inventory:
 
 
 @task(name="read-previous-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
-def read_previous(settings: StorageSettings, inventory: Inventory) -> PreviousFleet:
-    return read_previous_fleet(storage_for(settings), inventory)
+def read_previous(settings: StorageSettings, inventory: Inventory, shown_since: date | None = None) -> PreviousFleet:
+    """The stored runs (``row`` read for the nights from ``shown_since``) and pending commits."""
+    return read_previous_fleet(storage_for(settings), inventory, shown_since=shown_since)
 
 
 def died_outcome(work: JobWork, error: WorkerDied) -> JobOutcome:

@@ -12,7 +12,7 @@ retried with back-off when the storage fails transiently.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -128,14 +128,23 @@ def _within(table: pa.Table, since_ns: int, until_ns: int) -> pa.Table:
     return table.filter(pc.and_(pc.greater_equal(times_ns, since_ns), pc.less_equal(times_ns, until_ns)))
 
 
+def _named(table: pa.Table, names: Collection[str] | None) -> pa.Table:
+    """The rows of ``names`` (job names; None: all)."""
+    if names is None:
+        return table
+    return table.filter(pc.is_in(pc.cast(table.column("job_name"), pa.string()), value_set=pa.array(sorted(names))))
+
+
 def read_history(
-    storage: Storage, *, since: datetime, until: datetime, columns: Sequence[str] | None = None
+    storage: Storage, *, since: datetime, until: datetime, columns: Sequence[str] | None = None,
+    names: Collection[str] | None = None,
 ) -> HistoryRead:
     """The rows audited from ``since`` to ``until`` (both included; naive = UTC), from the partitions
     of those dates only; ``columns``: read only these (e.g.
     :data:`~stormwatch.history.frame.ANALYTICS_COLUMNS`), default all. Files are read
     ``settings.max_concurrency`` at a time; a damaged or foreign file is skipped with a warning
-    naming it."""
+    naming it. ``names``: keep the rows of these job names only (a post-job's one name), file by
+    file, so the memory held is theirs, not the fleet's."""
     since, until = as_utc(since), as_utc(until)
     files, warnings = _history_entries(storage)
     wanted = [entry.key for entry, day in files if since.date() <= day <= until.date()]
@@ -147,7 +156,7 @@ def read_history(
         futures = [pool.submit(_read_one, storage, key, columns) for key in wanted]
         for key, future in zip(wanted, futures, strict=True):
             try:
-                tables.append(_within(future.result(), _ns(since), _ns(until)))
+                tables.append(_named(_within(future.result(), _ns(since), _ns(until)), names))
                 keys.append(key)
             except HistoryFileError as error:
                 warnings.append(f"{error}; skipped")
@@ -171,8 +180,9 @@ def prune_history(storage: Storage, *, keep_days: int, as_of: datetime) -> Seque
 
 
 @task(name="read-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
-def read_history_task(settings: StorageSettings, since: datetime, until: datetime) -> HistoryRead:
-    return read_history(storage_for(settings), since=since, until=until, columns=ANALYTICS_COLUMNS)
+def read_history_task(settings: StorageSettings, since: datetime, until: datetime,
+                      names: Collection[str] | None = None) -> HistoryRead:
+    return read_history(storage_for(settings), since=since, until=until, columns=ANALYTICS_COLUMNS, names=names)
 
 
 @task(name="prune-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))

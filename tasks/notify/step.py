@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
+import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -32,12 +33,15 @@ from stormwatch.alerting.alert_state import merged
 from stormwatch.alerting.findings import JobFinding
 from stormwatch.alerting.ledger import LedgerState, read_ledger, undecided, without_unreadable_lines
 from stormwatch.analysis.model import IndicatorKind
-from stormwatch.outputs.fleet import FleetRow
+from stormwatch.outputs.fleet import FleetRow, JobStatus
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.reports.render import render_index
+from stormwatch.tasks.audit_job import report_link
 from stormwatch.tasks.notify.config_store import load_alert_config, report_name
 from stormwatch.tasks.notify.dispatch import NotifyResult, default_receiver, notify_jobs
+from stormwatch.tasks.notify.ledger_store import LedgerRead, read_ledger_bytes, write_ledger
 from stormwatch.tasks.notify.settings import NotifySettings
+from stormwatch.tasks.storage.lease import acquire_waiting, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
     ALERTS_KEY,
@@ -48,9 +52,27 @@ from stormwatch.tasks.storage.protocol import (
     StorageSettings,
     damaged_key,
     model_json_key,
+    report_html_key,
 )
 
 _COMMIT_ROUNDS = 5
+#: The lease every notify step holds while it decides and sends: the audit's and each post-job's, one at a
+#: time, so a claim in alerts.json is never a live writer's (stormwatch.alerting.claims). Held seconds.
+NOTIFY_LEASE = "notify"
+NOTIFY_LEASE_WAIT_S = 300.0
+
+
+@dataclass(frozen=True)
+class KeptJobs:
+    """Every job an audit kept unchanged (their ids, a column) and the reports' base URL: the jobs whose
+    alerts a lost alert state recalls are looked up here, not passed one by one."""
+
+    job_ids: pd.Series
+    report_base_url: str | None = None
+
+    def chosen(self, job_ids: frozenset[str]) -> list[UnchangedJob]:
+        return [UnchangedJob(FleetRow(job_id=str(job_id), status=JobStatus.SKIPPED), None)
+                for job_id in self.job_ids[self.job_ids.isin(list(job_ids))]]
 
 
 @dataclass(frozen=True)
@@ -160,16 +182,59 @@ def notify_step(
     unchanged: Sequence[UnchangedJob] = (),
     fleet_evaluated: bool = False,
     overview: bool = True,
+    kept: KeptJobs | None = None,
+    whole: bool = True,
 ) -> dict[str, object]:
     """Decide and send for ``findings`` (``fleet_evaluated``: they include the fleet's regressions and
     suspect devices, computed now); returns counts for the flow's summary. ``overview``: refresh
     fleet.json's ``alerts`` member and the index (a post-job does not: it rewrites nothing
-    fleet-wide, and the next fold marks its job notified, :mod:`stormwatch.tasks.compact`)."""
-    read = storage.read_report(NOTIFICATIONS_KEY)
+    fleet-wide, and the next fold marks its job notified, :mod:`stormwatch.tasks.compact`; the audit
+    does not either: it publishes the ``overview`` returned, with the ``observed`` job ids stamped).
+    ``kept``: every unchanged job, for the alerts a lost alert state recalls (``unchanged``: those
+    looked at anyway). ``whole``: this step holds the audit lease, and rewrites notifications.jsonl
+    with the segments folded in; else (a post-job) its new ledger lines are a segment of its own
+    (:mod:`stormwatch.tasks.notify.ledger_store`), and a claim lost to another writer is decided again."""
+    lease = acquire_waiting(storage, name=NOTIFY_LEASE, owner=default_owner("notify"), wait_s=NOTIFY_LEASE_WAIT_S,
+                            poll_s=0.2)
+    if lease is None:
+        busy = holder(storage, name=NOTIFY_LEASE)
+        why = (f"nothing decided: after {NOTIFY_LEASE_WAIT_S:g} s another notify step still holds the notify lease "
+               f"{busy.describe() if busy else '(released just now)'}; the next audit decides these runs")
+        return {"sent": 0, "failed": 0, "skipped": 0, "channels": [str(channel) for channel in settings.channels],
+                "problems": [why], "receivers": [], "refused": why}
+    summary: dict[str, object] = {}
+    try:
+        with lease.kept_alive():
+            for _ in range(_COMMIT_ROUNDS):  # a claim refused (the state changed meanwhile): decide again
+                summary = _notify_once(storage, findings, settings=settings, now=now, unchanged=unchanged,
+                                       fleet_evaluated=fleet_evaluated, overview=overview, kept=kept, whole=whole)
+                if "refused" not in summary or whole:
+                    break
+    finally:
+        lease.release()
+    return summary
+
+
+def _notify_once(
+    storage: Storage,
+    findings: Sequence[JobFinding],
+    *,
+    settings: NotifySettings,
+    now: datetime,
+    unchanged: Sequence[UnchangedJob],
+    fleet_evaluated: bool,
+    overview: bool,
+    kept: KeptJobs | None,
+    whole: bool,
+) -> dict[str, object]:
+    found = read_ledger_bytes(storage)
+    read = found.data
     state = read_ledger(read)  # once: the ledger holds a line per decision ever made
-    ledger, repaired = repair_ledger(storage, read, now=now, state=state)
+    ledger, repaired = (repair_ledger(storage, read, now=now, state=state) if whole and not found.segments
+                        else (read, ()))
     if repaired:
         state = read_ledger(ledger)
+        found = LedgerRead(ledger)
     current = storage.read_report_versioned(ALERTS_KEY)
     alerts, version = (None, None) if current is None else current
     if unchanged:  # jobs whose decision the ledger lacks (a failed write, no alert state yet): evaluated again
@@ -187,8 +252,13 @@ def notify_step(
     evaluated = {finding.job_id for finding in findings}
 
     def revive(job_ids: frozenset[str]) -> list[JobFinding]:  # the alert state was lost: see notify_jobs
-        return stored_findings(storage, [job for job in unchanged
-                                         if job.row.job_id in job_ids and job.row.job_id not in evaluated])
+        wanted = job_ids - evaluated
+        known = [job for job in unchanged if job.row.job_id in wanted]
+        seen = {job.row.job_id for job in known}
+        others = [] if kept is None else [UnchangedJob(job.row, report_link(
+            storage, report_html_key(job.row.job_id), base_url=kept.report_base_url))
+            for job in kept.chosen(frozenset(wanted - seen))]
+        return stored_findings(storage, [*known, *others])
 
     result = notify_jobs(findings, ledger=ledger, settings=settings, now=now, alerts=alerts, routes=config.routes,
                          silences=config.silences, fleet_evaluated=fleet_evaluated, config=config.files, claim=claim,
@@ -202,14 +272,18 @@ def notify_step(
         return {**summary, "refused": result.refused}
     if result.rebuilt is not None and alerts:  # the damaged state is kept for people, never read again
         storage.write_report(damaged_key(ALERTS_KEY, now), alerts, content_type=MediaType.JSON)
-    if result.changed:  # the sends recorded first: a claim left in alerts.json is settled from these lines
-        storage.write_report(NOTIFICATIONS_KEY, result.ledger, content_type=MediaType.NDJSON)
+    # the sends recorded first (segments folded in): a claim left in alerts.json is settled from these lines
+    if result.changed or (whole and found.segments):
+        write_ledger(storage, result.ledger, read=found, whole=whole, now=now)
     stored = commit_alerts(storage, result, version=claimed[0], read=None if claimed[0] != version else alerts)
     if not stored:
         summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]
+    notified = {finding.job_id for finding in findings} | {job.row.job_id for job in unchanged}
     if overview:
-        notified = {finding.job_id for finding in findings} | {job.row.job_id for job in unchanged}
         publish_overview(storage, result.overview, notified=notified, stamp=now.isoformat())
+    else:
+        summary["overview"] = result.overview
+        summary["observed"] = sorted(notified)
     return summary
 
 
@@ -222,6 +296,8 @@ def notify_task(
     unchanged: Sequence[UnchangedJob] = (),
     fleet_evaluated: bool = False,
     overview: bool = True,
+    kept: KeptJobs | None = None,
+    whole: bool = True,
 ) -> dict[str, object]:
     return notify_step(storage_for(storage_settings), findings, settings=settings, now=now, unchanged=unchanged,
-                       fleet_evaluated=fleet_evaluated, overview=overview)
+                       fleet_evaluated=fleet_evaluated, overview=overview, kept=kept, whole=whole)

@@ -28,6 +28,7 @@ that is not renewed while it watches (:mod:`stormwatch.tasks.storage.lease_break
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -48,6 +49,11 @@ from stormwatch.tasks.storage.protocol import LOCKS_FOLDER, Storage
 log = logging.getLogger(__name__)
 
 AUDIT_LEASE = "audit"
+
+
+def job_lease(job_id: str) -> str:
+    """The lease a post-job holds on its one job (named by a digest: any job id, any length)."""
+    return f"job-{hashlib.sha256(job_id.encode('utf-8', 'surrogatepass')).hexdigest()[:20]}"
 DEFAULT_TTL_S = 120.0  # a killed holder blocks the next audit at most this long
 _ROUNDS = 3  # create / take-over attempts before acquire gives up on a contended lease
 

@@ -41,12 +41,14 @@ ALERTS_KEY = "alerts.json"  # the alert state (stormwatch.tasks.notify.step)
 ROUTES_KEY = "routes.toml"  # notification routes kept in storage (stormwatch.tasks.notify.config_store)
 SILENCES_KEY = "silences.json"  # silences (stormwatch silence add/list/expire)
 SILENCES_BACKUP_KEY = "silences.last-good.json"  # the last silences.json that read (config_store)
+FLEET_STATE_FOLDER = "_fleet"  # reports/_fleet/runs/date=D/<fold>.parquet: the runs (stormwatch.outputs.fleet_runs)
 DAMAGED_FOLDER = "damaged"  # reports/damaged/<key>.<UTC stamp>: damaged state files, kept for people
 #: Names at the top of the report folder that are no job's: a job id equal to one is refused.
 FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY,
                                ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, SILENCES_BACKUP_KEY, HISTORY_FOLDER,
                                DAMAGED_FOLDER})
 LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (stormwatch.tasks.storage.lease), never a job id
+LEDGER_FOLDER = ".ledger"  # reports/.ledger/<stamp>-<token>.jsonl: ledger lines of writers without the audit lease
 COMMITS_FOLDER = ".commits"  # reports/.commits/<batch>.parquet: jobs done, not yet in fleet.json (tasks.commits)
 
 StorageScheme = Literal["file", "s3"]
@@ -163,6 +165,10 @@ def job_problem(raw: str) -> str | None:
         problem = "collides with the reports' lease folder name"
     elif problem is None and raw == COMMITS_FOLDER:
         problem = "collides with the reports' commit folder name"
+    elif problem is None and raw == LEDGER_FOLDER:
+        problem = "collides with the reports' ledger folder name"
+    elif problem is None and raw == FLEET_STATE_FOLDER:
+        problem = "collides with the reports' runs folder name"
     return problem
 
 

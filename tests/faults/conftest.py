@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stormwatch.tasks.publish import publish_fleet_task
+from stormwatch.tasks.publish import publish_view_task
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings
@@ -84,7 +84,7 @@ def quick_task_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     Audits run their jobs on threads here, so the request counters and patches see them."""
     from stormwatch.flows import audit
 
-    monkeypatch.setattr(audit, "publish_fleet_task", publish_fleet_task.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(audit, "publish_view_task", publish_view_task.with_options(retry_delay_seconds=0))
     monkeypatch.setattr(audit, "take_inventory", audit.take_inventory.with_options(retry_delay_seconds=0))
     monkeypatch.setattr(audit, "read_previous", audit.read_previous.with_options(retry_delay_seconds=0))
     options = audit.audit_options

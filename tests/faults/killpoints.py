@@ -51,26 +51,32 @@ def die() -> None:
 
 
 def arm(point: KillPoint, *, kill: Callable[[], None] = die) -> None:
-    """Patch both storages' ``write_report`` so the process dies at ``point``."""
+    """Patch both storages' ``write_report`` and ``create_report_exclusive`` (leases, ledger segments) so
+    the process dies at ``point``."""
     seen = [0]
     lock = threading.Lock()
 
+    def hit(key: str) -> bool:
+        if not fnmatch.fnmatchcase(key, point.pattern):
+            return False
+        with lock:
+            seen[0] += 1
+            return seen[0] == point.nth
+
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def write_report(self: Any, key: str, data: bytes, *, content_type: str) -> None:
-            hit = False
-            if fnmatch.fnmatchcase(key, point.pattern):
-                with lock:
-                    seen[0] += 1
-                    hit = seen[0] == point.nth
-            if hit and point.when is When.BEFORE:
+        def write_report(self: Any, key: str, data: bytes, *, content_type: str) -> Any:
+            chosen = hit(key)
+            if chosen and point.when is When.BEFORE:
                 kill()
-            original(self, key, data, content_type=content_type)
-            if hit and point.when is When.AFTER:
+            result = original(self, key, data, content_type=content_type)
+            if chosen and point.when is When.AFTER:
                 kill()
+            return result
         return write_report
 
     for storage in (LocalStorage, S3Storage):
         storage.write_report = wrap(storage.write_report)  # type: ignore[method-assign]
+        storage.create_report_exclusive = wrap(storage.create_report_exclusive)  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> int:

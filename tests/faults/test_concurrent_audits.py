@@ -20,7 +20,7 @@ import stormwatch.flows.post_job
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
-from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting
+from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting, job_lease
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
 from tests.tasks.notify.servers import WebhookServer, webhook_server
 from tests.tasks.storage.backends import Backend, local_backend
@@ -110,14 +110,15 @@ def local(tmp_path: Path) -> Backend:
     return local_backend(tmp_path / "fleet")
 
 
-def held_by(backend: Backend, owner: str, *, expires_at: datetime) -> LeaseRecord:
+def held_by(backend: Backend, owner: str, *, expires_at: datetime, key: str = LOCK) -> LeaseRecord:
     record = LeaseRecord(owner=owner, token="0" * 32, acquired_at=expires_at - timedelta(minutes=30),
                          expires_at=expires_at)
-    backend.put(LOCK, record.to_bytes())
+    backend.put(key, record.to_bytes())
     return record
 
 
-def test_a_live_lease_is_respected_by_the_audit_and_by_post_job(backend: Backend, fleet_files: Path) -> None:
+def test_a_live_lease_is_respected_by_the_audit_and_post_job_waits_only_for_its_job(
+        backend: Backend, fleet_files: Path) -> None:
     upload_fleet(backend, fleet_files)
     until = datetime.now(UTC) + timedelta(minutes=20)
     held_by(backend, "nightly-audit on other-host pid 7", expires_at=until)
@@ -128,30 +129,37 @@ def test_a_live_lease_is_respected_by_the_audit_and_by_post_job(backend: Backend
     assert result["exit_code"] == 1
     assert result["lease"] == (f"another audit holds the lease nightly-audit on other-host pid 7 until {stamp}; it "
                                "ends by then if that audit is gone, or run `stormwatch audit --break-lease`")
+    assert report_keys(backend) == before == {LOCK}  # nothing read into reports, nothing written
+    job_lock = f"reports/.locks/{job_lease('critical-job')}.json"
+    held_by(backend, "post-job critical-job on other-host pid 8", expires_at=until, key=job_lock)
     single = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
                       endpoint_url=backend.settings.endpoint_url), lease_wait_s=0.3)
     assert single["exit_code"] == 1 and single["job"]["status"] == "failed"
-    assert single["lease"].startswith("not diagnosed after waiting 0.3 s: another audit holds the lease nightly")
-    assert report_keys(backend) == before == {LOCK}  # nothing read into reports, nothing written
+    assert single["lease"].startswith("not diagnosed after waiting 0.3 s: another post-job of this job holds its "
+                                      "lease post-job critical-job on other-host pid 8")
+    assert report_keys(backend) == {LOCK, job_lock}  # nothing read into reports, nothing written
+    other = post_job(job_id="clean-job", params=AuditParameters(storage=backend.settings.uri,
+                     endpoint_url=backend.settings.endpoint_url), lease_wait_s=0)
+    assert other["exit_code"] == 0 and other["job"]["status"] == "diagnosed"  # the audit lease is not its
 
 
-def test_post_job_waits_for_the_lease_then_works(local: Backend, fleet_files: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_post_job_waits_for_its_jobs_lease_then_works(local: Backend, fleet_files: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     upload_fleet(local, fleet_files)
-    held = acquire(local.storage, owner="nightly-audit elsewhere")
+    held = acquire(local.storage, name=job_lease("critical-job"), owner="post-job critical-job elsewhere")
     assert held is not None
     waits: list[float] = []
 
     def sleep_until_released(seconds: float) -> None:
         waits.append(seconds)
-        held.release()  # the nightly audit ends while post-job waits
+        held.release()  # the other post-job of this job ends while this one waits
 
     monkeypatch.setattr(stormwatch.flows.post_job, "acquire_waiting", functools.partial(acquire_waiting,
                                                                              sleep=sleep_until_released))
     result = post_job(job_id="critical-job",
                       params=AuditParameters(storage=local.settings.uri, endpoint_url=local.settings.endpoint_url))
     assert waits == [2.0] and result["exit_code"] == 0 and result["job"]["status"] == "diagnosed"
-    assert local.get(LOCK) is None
+    assert not [key for key in local.stored_keys() if key.startswith("reports/.locks/")]
 
 
 def test_the_expired_lease_of_a_crashed_audit_is_taken_over(local: Backend, fleet_files: Path) -> None:
@@ -170,7 +178,7 @@ def test_a_failing_audit_releases_its_lease(local: Backend, fleet_files: Path,
         raise RuntimeError("publishing broke")
 
     with monkeypatch.context() as patch:
-        patch.setattr(stormwatch.flows.audit, "publish_fleet_task", publish_fails)
+        patch.setattr(stormwatch.flows.audit, "publish_view_task", publish_fails)
         with pytest.raises(RuntimeError, match="publishing broke"):
             audit(local)
     assert local.get(LOCK) is None and local.get("reports/fleet.json") is None

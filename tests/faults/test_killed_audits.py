@@ -27,9 +27,10 @@ POINTS = [
     KillPoint(When.AFTER, "*/model.json", 2),  # two jobs' model.json written, nothing committed
     KillPoint(When.BEFORE, ".commits/*", 1),  # reports written, nothing committed
     KillPoint(When.AFTER, ".commits/*", 1),  # committed, history not yet copied
-    KillPoint(When.BEFORE, "fleet.json", 1),  # committed and copied, nothing published
-    KillPoint(When.AFTER, "fleet.json", 1),  # published, commits not cleared, nothing sent
     KillPoint(When.AFTER, "notifications.jsonl", 1),  # sent and recorded, alert state not settled
+    KillPoint(When.AFTER, "_fleet/runs/*", 1),  # sent and settled, the night's runs file written, no fleet.json
+    KillPoint(When.BEFORE, "fleet.json", 1),  # the runs file written, fleet.json not published
+    KillPoint(When.AFTER, "fleet.json", 1),  # published, commits not cleared
 ]
 
 
@@ -90,7 +91,7 @@ def post_job(root: Path, webhook: WebhookServer, job_id: str, *, kill: KillPoint
 POST_JOB_POINTS = [
     KillPoint(When.AFTER, "critical-job/model.json", 1),  # outputs written, nothing committed
     KillPoint(When.AFTER, ".commits/*", 1),  # committed, history not yet copied, nothing sent
-    KillPoint(When.AFTER, "notifications.jsonl", 1),  # sent and recorded, alert state not settled
+    KillPoint(When.AFTER, ".ledger/*", 1),  # sent and recorded (its ledger segment), alert state not settled
 ]
 
 

@@ -145,8 +145,8 @@ COLD_PLAN = [
     Plan("lease PUT applied, reset", Fault.RESET, PUT, "*/.locks/*", after=True),
 ]
 WARM_PLAN = [
-    Plan("fleet.json GET cut short", Fault.TRUNCATE, GET, "*/fleet.json", times=3),
-    Plan("fleet.parquet GET reset", Fault.RESET, GET, "*/fleet.parquet"),
+    Plan("runs file GET cut short", Fault.TRUNCATE, GET, "*/_fleet/runs/*", times=3),
+    Plan("history GET reset", Fault.RESET, GET, "*/history/*"),
     Plan("ledger GET cut short", Fault.TRUNCATE, GET, "*/notifications.jsonl"),
     Plan("lease GET 500", Fault.ERROR_500, GET, "*/.locks/*"),
     Plan("fleet.parquet PUT SlowDown", Fault.SLOW_DOWN, PUT, "*/fleet.parquet"),
@@ -180,7 +180,7 @@ def test_audits_complete_through_faults_on_every_step(proxied: Proxied, fleet_fi
     for plan in WARM_PLAN:
         plan.inject(proxied)
     warm = run(proxied)
-    # a fleet.json cut short was read again, not taken as absent: the unchanged jobs are skipped
+    # a runs file cut short was read again, not taken as damaged: the unchanged jobs are skipped
     assert (warm["summary"]["diagnosed"], warm["summary"]["skipped"], warm["failed"]) == (1, 2, [])
     assert proxied.proxy.injected() == planned(WARM_PLAN)
     assert (proxied.direct.get("reports/notifications.jsonl") or b"").startswith(ledger)  # nothing lost or re-sent
@@ -258,8 +258,11 @@ def test_outputs_stay_old_or_new_when_their_writes_fail(proxied: Proxied, fleet_
         proxied.proxy.inject(Fault.TRUNCATE_REQUEST, ops={Op.PUT}, key=key, times=None)
     with pytest.raises(BotoCoreError):
         run(proxied)
-    fleet_files_only = [key for key in outputs if "/critical-job/" not in key]
+    fleet_files_only = [key for key in outputs if "/critical-job/" not in key and "notifications" not in key]
     assert snapshot(direct, fleet_files_only) == {key: published[key] for key in fleet_files_only}
+    # the notify step runs before publishing (the fold stamps what it observed): its lines were appended
+    assert (direct.get("reports/notifications.jsonl") or b"").startswith(published["reports/notifications.jsonl"]
+                                                                          or b"")
     assert direct.get("reports/.locks/audit.json") is None
     # critical-job failed last time, so it was diagnosed again and committed before publishing failed
     assert orjson.loads(direct.get("reports/critical-job/model.json") or b"")["job_id"] == "critical-job"

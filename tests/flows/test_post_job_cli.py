@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from stormwatch.flows.cli import main
-from stormwatch.tasks.storage.lease import acquire
+from stormwatch.tasks.storage.lease import acquire, job_lease
 from stormwatch.tasks.storage.local import LocalStorage
 from stormwatch.tasks.storage.protocol import StorageSettings
 from tests import builders as b
@@ -62,22 +62,25 @@ def test_post_job_exits_with_the_verdicts_code_and_writes_the_row(
     assert capsys.readouterr().out == "nothing to fold: fleet.json holds every committed job\n"
 
 
-def test_post_job_waits_for_the_audit_lease_and_names_its_holder(root: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_post_job_waits_only_for_its_jobs_lease_and_names_its_holder(root: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     storage = LocalStorage(StorageSettings(uri=str(root)))
-    held = acquire(storage, owner="nightly-audit on gpu-head pid 4242")
-    assert held is not None
+    held = acquire(storage, name=job_lease("critical-job"), owner="post-job critical-job on gpu-head pid 4242")
+    audit = acquire(storage, owner="nightly-audit on gpu-head pid 4243")  # never waited for
+    assert held is not None and audit is not None
     try:
         code = main(["post-job", "critical-job", "--storage", str(root), "--lease-wait", "0.3"])
     finally:
         held.release()
     assert code == 1
     err = capsys.readouterr().err
-    assert "waiting up to 0.3 s for the audit lease held by nightly-audit on gpu-head pid 4242 until " in err
+    assert ("waiting up to 0.3 s for job critical-job's lease held by post-job critical-job on gpu-head pid 4242 "
+            "until ") in err
     error = next(line for line in err.splitlines() if line.startswith("error: "))
-    assert error.startswith("error: job critical-job not diagnosed: not diagnosed after waiting 0.3 s: another audit "
-                            "holds the lease nightly-audit on gpu-head pid 4242")
+    assert error.startswith("error: job critical-job not diagnosed: not diagnosed after waiting 0.3 s: another "
+                            "post-job of this job holds its lease post-job critical-job on gpu-head pid 4242")
     assert not (root / "reports" / "critical-job").exists()  # nothing read or written
+    audit.release()
 
 
 def test_compact_refuses_a_root_that_is_no_storage_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

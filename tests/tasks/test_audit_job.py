@@ -15,11 +15,12 @@ import orjson
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.load.loader import load_sessions
 from stormwatch.outputs.document import DocumentError, JobDocument
-from stormwatch.outputs.fleet import RANK_COLUMNS, FleetRow, JobStatus, rank_table
+from stormwatch.outputs.fleet import FleetRow, JobStatus, rank_table
 from stormwatch.outputs.session_paths import session_folder
+from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.tasks.audit_job import AuditOptions, _previous, audit_one, diagnose_inputs
 from stormwatch.tasks.commit_outcomes import commit_outcomes
-from stormwatch.tasks.plan import PreviousFleet
+from stormwatch.tasks.plan import migrated_rows
 from tests import builders as b
 from tests.tasks.storage.backends import Backend, local_backend
 
@@ -92,15 +93,18 @@ def test_a_session_whose_outputs_cannot_be_written_is_recorded_and_the_others_ar
 
 
 def test_a_fleet_parquet_written_before_sessions_still_reads() -> None:
-    row = FleetRow(job_id="old-job", status=JobStatus.DIAGNOSED, rank_rows=({"rank": 0, "availability": "present"},
-                                                                             {"rank": 1, "availability": "present"}))
-    old = rank_table([row]).drop(columns=["session_id", "session_verdict"])
+    row = FleetRow(job_id="old-job", status=JobStatus.DIAGNOSED, verdict=VerdictStatus.CLEAN,
+                   input_fingerprint="sha256:x", ranks_present=2)
+    ranks = FleetRow(job_id="old-job", status=JobStatus.DIAGNOSED,
+                     rank_rows=({"rank": 0, "availability": "present"}, {"rank": 1, "availability": "present"}))
+    old = rank_table([ranks]).drop(columns=["session_id", "session_verdict"])
     buffer = io.BytesIO()
     old.to_parquet(buffer, index=False)
-    previous = PreviousFleet.from_bytes(None, buffer.getvalue())
-    assert previous.ranks is not None and tuple(previous.ranks.columns) == RANK_COLUMNS
-    assert previous.ranks["job_id"].tolist() == ["old-job"] * 2 and previous.ranks["session_id"].isna().all()
-    assert PreviousFleet.from_bytes(None, rank_table([]).drop(columns=["rank"]).to_parquet()).ranks is None
+    document = orjson.dumps({"schema_version": 1, "jobs": [row.as_json()]})
+    (migrated,) = migrated_rows(document, buffer.getvalue())
+    assert [rank["rank"] for rank in migrated.rank_rows] == [0, 1]
+    assert all(rank["session_id"] is None for rank in migrated.rank_rows)
+    assert migrated_rows(document, rank_table([]).drop(columns=["rank"]).to_parquet()) == []  # ranks unknown
 
 
 def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp_path: Path) -> None:

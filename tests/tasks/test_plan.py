@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from datetime import UTC, datetime
 
-import pandas as pd
+import orjson
+import pyarrow as pa
 import pytest
 
 from stormwatch.diagnose import DiagnoseOptions
@@ -14,7 +16,8 @@ from stormwatch.outputs.fleet import FleetRow, JobStatus, rank_table
 from stormwatch.outputs.verdict import ExitCode, VerdictStatus
 from stormwatch.severity import FailOn
 from stormwatch.tasks.audit_job import AuditOptions
-from stormwatch.tasks.plan import PreviousFleet, plan_audit
+from stormwatch.tasks.commits import Commit, PendingCommits
+from stormwatch.tasks.plan import PreviousFleet, migrated_rows, plan_audit, unchanged_exit_code
 from stormwatch.tasks.storage.inventory import Inventory, JobInputs
 
 OPTIONS = AuditOptions(diagnose=DiagnoseOptions())
@@ -29,7 +32,7 @@ def make_row(**changes: object) -> FleetRow:
 
 
 def previous_of(*rows: FleetRow) -> PreviousFleet:
-    return PreviousFleet({row.job_id: row for row in rows}, rank_table(rows))
+    return PreviousFleet.of_rows(rows)
 
 
 CASES = [
@@ -54,57 +57,55 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "row", "inventory", "options", "diagnosed"), CASES, ids=[c[0] for c in CASES])
 def test_plan(name: str, row: FleetRow | None, inventory: Inventory, options: AuditOptions, diagnosed: bool) -> None:
-    previous = previous_of(row) if row is not None else PreviousFleet({})
+    previous = previous_of(row) if row is not None else PreviousFleet()
     plan = plan_audit(inventory, previous, options=options)
     assert [job.job_id for job in plan.diagnose] == (["job-1"] if diagnosed else [])
-    assert [kept.job_id for kept in plan.unchanged] == ([] if diagnosed else ["job-1"])
+    assert list(plan.kept["job_id"]) == ([] if diagnosed else ["job-1"])
 
 
 def test_an_unchanged_job_keeps_its_row_and_ranks_with_this_runs_exit_code() -> None:
     options = AuditOptions(diagnose=DiagnoseOptions.parse(fail_on="warning"))
     row = make_row(options=options.diagnose.recorded())
-    from_fleet_json = dataclasses.replace(row, rank_rows=())  # fleet.json rows hold no rank rows
-    previous = PreviousFleet({"job-1": from_fleet_json}, rank_table([row]))
-    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous, options=options)
-    (kept,) = plan.unchanged
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous_of(row), options=options)
+    (kept,) = plan.unchanged_rows(options.diagnose.fail_on)
     assert kept.status is JobStatus.SKIPPED and kept.verdict is VerdictStatus.CRITICAL
     assert kept.exit_code == ExitCode.FINDINGS and options.diagnose.fail_on is FailOn.WARNING
-    assert plan.unchanged_ranks is not None and list(plan.unchanged_ranks["job_id"]) == ["job-1"]
+    assert kept.rank_rows == row.rank_rows
+    assert unchanged_exit_code(plan, options.diagnose.fail_on) == ExitCode.FINDINGS
 
 
-def test_a_row_from_a_pending_commit_brings_its_own_ranks_never_twice() -> None:
-    committed = make_row(rank_rows=({"rank": 0, "samples": 9, "availability": "present"},))
-    stale = rank_table([make_row()])  # fleet.parquet still holds the ranks of the diagnosis before
-    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), PreviousFleet({"job-1": committed}, stale),
-                      options=OPTIONS)
-    (kept,) = plan.unchanged
-    assert kept.rank_rows == committed.rank_rows and plan.unchanged_ranks is None
+def test_a_row_from_a_pending_commit_wins_over_the_stored_run() -> None:
+    stored = make_row(committed_at="2026-12-01T01:00:00+00:00")
+    newer = make_row(committed_at="2026-12-01T02:00:00+00:00",
+                     rank_rows=({"rank": 0, "samples": 9, "availability": "present"},))
+    commit = Commit(key="k", audit_id="a", audit_time=datetime(2026, 12, 1, tzinfo=UTC),
+                    committed_at=datetime(2026, 12, 1, 2, tzinfo=UTC), history_key="h", rows=(newer,),
+                    history=pa.table({}))
+    previous = PreviousFleet.of_rows([stored], PendingCommits((commit,)))
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), previous, options=OPTIONS)
+    (kept,) = plan.unchanged_rows(FailOn.NEVER)
+    assert kept.rank_rows == newer.rank_rows and kept.committed_at == newer.committed_at
 
 
-def test_a_job_whose_ranks_left_fleet_parquet_is_diagnosed_again() -> None:
-    from_fleet_json = make_row(rank_rows=())  # fleet.json rows hold no rank rows
-    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), PreviousFleet({"job-1": from_fleet_json}, None),
-                      options=OPTIONS)
-    assert [job.job_id for job in plan.diagnose] == ["job-1"]
+def test_a_version_1_row_whose_ranks_left_fleet_parquet_is_diagnosed_again() -> None:
+    document = {"schema_version": 1, "jobs": [make_row().as_json()]}
+    assert migrated_rows(orjson.dumps(document), None) == []
+    buffer = io.BytesIO()
+    rank_table([make_row()]).to_parquet(buffer, index=False)
+    (row,) = migrated_rows(orjson.dumps(document), buffer.getvalue())
+    assert row.job_id == "job-1" and [rank["rank"] for rank in row.rank_rows] == [0]
+    plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), PreviousFleet.of_rows([row]), options=OPTIONS)
+    assert not plan.diagnose
 
 
 @pytest.mark.parametrize(("fleet_json", "fleet_parquet"), [(b"{not json", None), (b"[1, 2]", b"PAR1 torn")])
 def test_damaged_previous_outputs_count_as_absent(fleet_json: bytes, fleet_parquet: bytes | None) -> None:
-    previous = PreviousFleet.from_bytes(fleet_json, fleet_parquet)
-    assert previous.rows == {} and previous.ranks is None
+    assert migrated_rows(fleet_json, fleet_parquet) == []
 
 
-def test_previous_outputs_round_trip() -> None:
-    row = make_row()
-    buffer = io.BytesIO()
-    rank_table([row]).to_parquet(buffer, index=False)
-    import orjson
-
-    from stormwatch.outputs.fleet import fleet_document
-    document = fleet_document([row], generated_at=pd.Timestamp("2026-01-01", tz="UTC").to_pydatetime(), storage="x")
-    previous = PreviousFleet.from_bytes(orjson.dumps(document), buffer.getvalue())
-    assert previous.rows["job-1"] == dataclasses.replace(row, rank_rows=())
-    assert previous.ranks is not None and list(previous.ranks["rank"]) == [0]
+def test_a_version_2_fleet_json_is_not_read_as_rows() -> None:
+    document = {"schema_version": 2, "jobs": [make_row().as_json()]}
+    assert migrated_rows(orjson.dumps(document), None) == []
 
 
 REPAIRS = {"reports deleted"}  # diagnosed only to rewrite outputs: its inputs and options are those committed
@@ -115,7 +116,7 @@ def test_only_a_job_diagnosed_for_its_outputs_alone_is_a_repair(name: str, row: 
                                                                 inventory: Inventory, options: AuditOptions,
                                                                 diagnosed: bool) -> None:
     committed = None if row is None else dataclasses.replace(row, history_key="history/date=2026-12-01/a.parquet")
-    previous = previous_of(committed) if committed is not None else PreviousFleet({})
+    previous = previous_of(committed) if committed is not None else PreviousFleet()
     plan = plan_audit(inventory, previous, options=options)
     assert dict(plan.repairs) == ({"job-1": "history/date=2026-12-01/a.parquet"} if name in REPAIRS else {})
     if row is not None:  # committed before rows named their history file: never taken for a repair

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from stormwatch.tasks.diagnose import diagnose_batch, diagnose_job, read_previous, take_inventory
 from stormwatch.tasks.notify.delivery import SendError
-from stormwatch.tasks.publish import publish_fleet_task, update_fleet_task
+from stormwatch.tasks.publish import publish_view_task
 from stormwatch.tasks.retry import RetryPolicy, RetryWhen, is_transient
 from stormwatch.tasks.storage.protocol import InputChangedError, JobNotFoundError
 
@@ -22,8 +22,7 @@ from stormwatch.tasks.storage.protocol import InputChangedError, JobNotFoundErro
         (diagnose_batch, 0, 0, False),  # its jobs retry their own transient failures, one by one
         (take_inventory, 3, [1, 5, 20], True),  # an unsafe or missing root fails at once
         (read_previous, 3, [1, 5, 20], True),
-        (publish_fleet_task, 3, [1, 5, 20], False),
-        (update_fleet_task, 3, [1, 5, 20], False),
+        (publish_view_task, 3, [1, 5, 20], False),
     ],
 )
 def test_prefect_tasks_keep_their_retry_counts_and_delays(

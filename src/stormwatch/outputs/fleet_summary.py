@@ -1,0 +1,127 @@
+"""fleet.json, version 2: a bounded summary of the fleet, whatever it stores.
+
+Members:
+
+- ``summary``: counts by status and by verdict over every current run (a job id's newest row);
+- ``jobs``: the runs of the recent window (``window.days`` nights up to the audit's), one row each,
+  as version 1 stored them (``skipped``: not diagnosed by this audit);
+- ``latest``: per job name, its newest diagnosed run (``job_id``, ``verdict``, ``diagnosed_at``, ``night``);
+- ``attention``: the window's runs that need a person, critical first, then failed, then warning,
+  newest first within each;
+- ``nights``: every stored night, newest first: its runs files (the partitions), run and verdict
+  counts, and whether the window shows it;
+- the fleet-wide sections the audit computes (trends, regressions, ...), ``folded_at``.
+
+So its size grows with the window and with job names, not with the runs kept. Version 1
+(``jobs`` held every run) is still read (:mod:`stormwatch.tasks.plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from typing import Any
+
+import pandas as pd
+
+from stormwatch.outputs.fleet import FleetRow, JobStatus
+from stormwatch.outputs.verdict import VerdictStatus
+
+FLEET_SCHEMA_VERSION = 2
+#: Columns of the counted runs frame: one row per current run.
+COUNTED_COLUMNS = ("job_id", "job_name", "night", "status", "verdict", "diagnosed_at")
+_ATTENTION_ORDER = {(JobStatus.FAILED.value, None): 1, (None, VerdictStatus.CRITICAL.value): 0,
+                    (None, VerdictStatus.WARNING.value): 2}
+_ATTENTION_FIELDS = ("job_id", "status", "verdict", "summary", "earliest", "most_severe", "report", "diagnosed_at",
+                     "error", "worst_attempt")
+
+
+def counts(counted: pd.DataFrame) -> dict[str, int]:
+    """``{"jobs": n, <status>: n..., <verdict>: n...}`` over ``counted`` (one row per run)."""
+    statuses = counted["status"].value_counts()
+    verdicts = counted["verdict"].dropna().value_counts()
+    summary = {"jobs": len(counted)}
+    summary.update({status.value: int(statuses.get(status.value, 0)) for status in JobStatus})
+    summary.update({verdict.value: int(verdicts.get(verdict.value, 0)) for verdict in VerdictStatus})
+    return summary
+
+
+def latest_by_name(counted: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per job name, its newest diagnosed run."""
+    diagnosed = counted[counted["verdict"].notna()]
+    if diagnosed.empty:
+        return {}
+    newest = diagnosed.sort_values(["diagnosed_at", "job_id"], kind="stable").drop_duplicates("job_name", keep="last")
+    return {str(item.job_name): {"job_id": str(item.job_id), "verdict": str(item.verdict),
+                                 "diagnosed_at": item.diagnosed_at, "night": item.night}
+            for item in newest.sort_values("job_name").itertuples(index=False)}
+
+
+def _attention_rank(row: FleetRow) -> int | None:
+    if row.status is JobStatus.FAILED:
+        return _ATTENTION_ORDER[(JobStatus.FAILED.value, None)]
+    return _ATTENTION_ORDER.get((None, None if row.verdict is None else row.verdict.value))
+
+
+def attention(shown: Sequence[FleetRow]) -> list[dict[str, Any]]:
+    """The shown runs needing a person: critical, failed, warning; newest first within each."""
+    chosen = [(rank, row) for row in shown if (rank := _attention_rank(row)) is not None]
+    chosen.sort(key=lambda item: (item[1].diagnosed_at or ""), reverse=True)
+    chosen.sort(key=lambda item: item[0])
+    return [_entry(row) for _, row in chosen]
+
+
+def _entry(row: FleetRow) -> dict[str, Any]:
+    data = row.as_json()
+    return {name: data[name] for name in _ATTENTION_FIELDS if data.get(name) is not None}
+
+
+def nights(counted: pd.DataFrame, files: Mapping[str, Sequence[str]], *, since: date) -> list[dict[str, Any]]:
+    """Every night with runs files, newest first: its files, counts, and whether the window shows it."""
+    by_night = {str(night): group for night, group in counted.groupby("night", sort=False)} if len(counted) else {}
+    out = []
+    for night in sorted(set(files) | set(by_night), reverse=True):
+        group = by_night.get(night)
+        verdicts = group["verdict"].dropna().value_counts() if group is not None else pd.Series(dtype=int)
+        out.append({
+            "night": night, "files": list(files.get(night, ())), "runs": 0 if group is None else len(group),
+            **{verdict.value: int(verdicts.get(verdict.value, 0)) for verdict in
+               (VerdictStatus.CRITICAL, VerdictStatus.WARNING, VerdictStatus.CLEAN)},
+            "shown": night >= since.isoformat(),
+        })
+    return out
+
+
+def summary_document(
+    shown: Sequence[FleetRow],
+    *,
+    counted: pd.DataFrame,
+    files: Mapping[str, Sequence[str]],
+    generated_at: datetime,
+    storage: str,
+    window_days: int,
+    since: date,
+) -> dict[str, Any]:
+    """fleet.json (version 2) without the fleet-wide sections: ``shown`` sorted by job id."""
+    ordered = sorted(shown, key=lambda row: row.job_id)
+    return {
+        "schema_version": FLEET_SCHEMA_VERSION,
+        "generated_at": generated_at.isoformat(),
+        "storage": storage,
+        "window": {"days": window_days, "since": since.isoformat(), "runs": len(ordered)},
+        "summary": counts(counted),
+        "attention": attention(ordered),
+        "latest": latest_by_name(counted),
+        "nights": nights(counted, files, since=since),
+        "jobs": [row.as_json() for row in ordered],
+    }
+
+
+def counted_frame(rows: Sequence[FleetRow], *, name_of: Any, night: date) -> pd.DataFrame:
+    """:data:`COUNTED_COLUMNS` of ``rows`` (this audit's), all of night ``night``."""
+    return pd.DataFrame({
+        "job_id": [row.job_id for row in rows], "job_name": [name_of(row.job_id) for row in rows],
+        "night": [night.isoformat()] * len(rows), "status": [row.status.value for row in rows],
+        "verdict": [None if row.verdict is None else row.verdict.value for row in rows],
+        "diagnosed_at": [row.diagnosed_at for row in rows],
+    }, columns=list(COUNTED_COLUMNS))
