@@ -927,7 +927,7 @@ def others_table(out: Outcome) -> list[str]:
 
 def post_job_table(out: Outcome) -> list[str]:
     count, parallel = out.sizes["post_jobs"], out.sizes["parallel"]
-    stored = out.setup.stored if out.setup else 0
+    stored = out.setup.stored if out.setup else (out.single.stored - 1 if out.single else 0)  # or the growth fleet
     lines = [f"== post-job, {out.kind}: against {stored:,} stored runs, a Prefect API server running "
              "(batches: peak RSS not sampled; max proc: the largest of the batch; lease: seen held, polled)",
              f"  {'':40s} {'wall s':>8} {'cpu s':>7} {'per job':>29} {'peak RSS MB':>11} {'max proc MB':>11} "
