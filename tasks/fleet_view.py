@@ -83,9 +83,9 @@ def notify_candidates(plan: AuditPlan, view: FleetView, made: Sequence[FleetRow]
         [VerdictStatus.WARNING.value, VerdictStatus.CRITICAL.value, VerdictStatus.INFO.value])
     chosen = kept[never | recent]
     with_rows = rows_of(chosen[chosen["row"].notna()])
-    bare = [FleetRow(job_id=str(item.job_id), status=JobStatus.SKIPPED,
-                     verdict=None if item.verdict is None else VerdictStatus(item.verdict),
-                     committed_at=item.committed_at, notified_at=item.notified_at)
+    # outside the window a run's row is not read; only never-notified ones come here (a kept run has a verdict)
+    bare = [FleetRow(job_id=str(item.job_id), status=JobStatus.SKIPPED, verdict=VerdictStatus(item.verdict),
+                     committed_at=str(item.committed_at), notified_at=None)
             for item in chosen[chosen["row"].isna()].itertuples(index=False)]
     return [*with_rows, *bare]
 
