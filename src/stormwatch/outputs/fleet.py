@@ -26,7 +26,7 @@ The files whose last record was cut short (model.json's top-level ``cut_short``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -228,28 +228,6 @@ _INT_COLUMNS = ("rank", "samples", "allocated_delta_bytes", "reserved_delta_byte
 _BOOLEAN_COLUMNS = ("has_anomaly", "outlier")
 _STRING_COLUMNS = ("job_id", "session_id", "verdict", "session_verdict", "availability", "first_anomaly_signal",
                    "first_anomaly_phase_path", "host")
-
-
-def _merged(kept: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
-    merged = pd.concat([_typed(kept.reindex(columns=list(RANK_COLUMNS))), fresh], ignore_index=True)
-    return merged.sort_values(RANK_ORDER, kind="stable", ignore_index=True)
-
-
-def merge_rank_tables(previous: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
-    """``previous`` with the ranks of ``rows``' jobs replaced by theirs (post-job updates)."""
-    fresh = rank_table(rows)
-    if previous is None or previous.empty:
-        return fresh
-    return _merged(previous[~previous["job_id"].isin([row.job_id for row in rows])], fresh)
-
-
-def with_carried_ranks(carried: pd.DataFrame | None, rows: Sequence[FleetRow]) -> pd.DataFrame:
-    """The ranks of ``rows`` (those diagnosed now) with ``carried``: the previous fleet.parquet rows
-    of jobs whose rows were carried over unchanged (none of them among ``rows``' rank rows)."""
-    fresh = rank_table(rows)
-    if carried is None or carried.empty:
-        return fresh
-    return _merged(carried, fresh)
 
 
 def _outliers(row: FleetRow) -> frozenset[Any] | None:

@@ -6,7 +6,6 @@ import io
 
 import orjson
 import pandas as pd
-import pytest
 
 from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.fleet import (
@@ -14,10 +13,8 @@ from stormwatch.outputs.fleet import (
     RANK_COLUMNS,
     FleetRow,
     JobStatus,
-    merge_rank_tables,
     rank_table,
     row_from_document,
-    with_carried_ranks,
 )
 from tests.stormwatch.outputs.golden_jobs import expected
 
@@ -87,19 +84,3 @@ def parquet_round_trip(table: pd.DataFrame) -> pd.DataFrame:
     return pd.read_parquet(io.BytesIO(buffer.getvalue()))
 
 
-@pytest.mark.parametrize("combine", [merge_rank_tables, with_carried_ranks])
-def test_previous_ranks_keep_their_facts(combine) -> None:
-    previous = parquet_round_trip(rank_table([row_of(document("job-0"))]))
-    merged = combine(previous, [row_of(document("job-1"))])
-    assert tuple(merged.columns) == RANK_COLUMNS and len(merged) == 6
-    assert merged["outlier"].tolist() == [False, True, False] * 2
-    assert merged.dtypes.to_dict() == rank_table([]).dtypes.to_dict()
-
-
-def test_post_job_merge_accepts_a_fleet_parquet_from_before_the_facts() -> None:
-    old = rank_table([row_of(document("job-0"))]).drop(columns=[*FACT_COLUMNS, "outlier"])
-    merged = merge_rank_tables(parquet_round_trip(old), [row_of(document("job-1"))])
-    assert merged["job_id"].tolist() == ["job-0"] * 3 + ["job-1"] * 3
-    assert merged["outlier"].isna().tolist() == [True] * 3 + [False] * 3
-    assert merged.loc[merged["job_id"] == "job-0", "host"].isna().all()
-    parquet_round_trip(merged)  # still writes
