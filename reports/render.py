@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib.resources import files
 from typing import Any
@@ -93,11 +93,12 @@ def render_job(document: JobDocument, *, nav: PageNav | None = None) -> str:
                  attempts=job_attempts(document), cuts=job_cuts(document), nav=nav or PageNav())
 
 
-def render_index(fleet: Mapping[str, Any]) -> str:
+def render_index(fleet: Mapping[str, Any], *, jobs: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The fleet index page, from the parsed fleet.json: the first page of jobs as HTML, every
     job in the JSON data block that the page's script pages, sorts and filters; above them the fleet's
-    trends, regressions, suspect hosts and coverage when fleet.json has them."""
-    view = fleet_view(fleet)
+    trends, regressions, suspect hosts and coverage when fleet.json has them. ``jobs``: the window's
+    runs (fleet.json rows: what fleet.json's ``jobs`` holds when None)."""
+    view = fleet_view(fleet if jobs is None else {**fleet, "jobs": jobs})
     intel = fleet_intel(fleet, {row.job_id: row.report_href for row in view.rows})
     return _page("index.html.j2", script_name="index.js", fleet=view, intel=intel, page_size=PAGE_SIZE,
                  data=script_json(fleet_data(view.rows)))

@@ -75,13 +75,11 @@ def fleet_view(plan: AuditPlan, fresh: Sequence[FleetRow], *, audit_time: dateti
 
 def notify_candidates(plan: AuditPlan, view: FleetView, made: Sequence[FleetRow]) -> list[FleetRow]:
     """The unchanged runs the notify step looks at: those committed but never observed by a notify step
-    that ran to its end, and the window's non-clean ones (their ledger decision is checked)."""
+    that ran to its end. The others were decided; what is due again for them (a retry, a repeat) is in
+    the alert state, which the step reads."""
     done = {row.job_id for row in made}
     kept = plan.kept[~plan.kept["job_id"].isin(done)]
-    never = kept["committed_at"].notna() & kept["notified_at"].isna()
-    recent = (kept["night"] >= view.since.isoformat()) & kept["verdict"].isin(
-        [VerdictStatus.WARNING.value, VerdictStatus.CRITICAL.value, VerdictStatus.INFO.value])
-    chosen = kept[never | recent]
+    chosen = kept[kept["committed_at"].notna() & kept["notified_at"].isna()]
     with_rows = rows_of(chosen[chosen["row"].notna()])
     # outside the window a run's row is not read; only never-notified ones come here (a kept run has a verdict)
     bare = [FleetRow(job_id=str(item.job_id), status=JobStatus.SKIPPED, verdict=VerdictStatus(item.verdict),

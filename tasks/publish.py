@@ -70,12 +70,14 @@ def publish_view(
         for key in write_runs(storage, rows, night=night, folded_at=datetime.now(UTC), fold_id=fold_name,
                               name_of=name_of):
             written.setdefault(night.isoformat(), []).append(key)
-    document = {**summary_document(view.shown, counted=view.counted, files=written, generated_at=stamp,
-                                   storage=storage_uri, window_days=view.days, since=view.since), **(sections or {})}
-    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document, option=orjson.OPT_INDENT_2),
-                         content_type=MediaType.JSON)
+    document = {**summary_document(view.shown, name_of=name_of, counted=view.counted, files=written,
+                                   generated_at=stamp, storage=storage_uri, window_days=view.days,
+                                   since=view.since), **(sections or {})}
+    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document), content_type=MediaType.JSON)
     storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(rank_table(view.shown)), content_type=MediaType.PARQUET)
-    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=MediaType.HTML)
+    shown = [row.as_json() for row in sorted(view.shown, key=lambda row: row.job_id)]
+    storage.write_report(INDEX_HTML_KEY, render_index(document, jobs=shown).encode("utf-8"),
+                         content_type=MediaType.HTML)
     return document
 
 

@@ -92,6 +92,13 @@ def read_runs(storage: Storage, *, shown_since: date | None, now: datetime) -> S
     return StoredRuns(table=latest_runs(frames), files=kept, damaged=tuple(damaged))
 
 
+def window_rows(storage: Storage, *, since: date, now: datetime) -> list[FleetRow]:
+    """The stored runs of the nights on or after ``since`` (their newest rows), by job id."""
+    table = read_runs(storage, shown_since=since, now=now).table
+    shown = table[table["row"].notna() & (table["night"] >= since.isoformat())]
+    return sorted(rows_of(shown), key=lambda row: row.job_id)
+
+
 def write_runs(storage: Storage, rows: Sequence[FleetRow], *, night: date, folded_at: datetime, fold_id: str,
                name_of: Callable[[str], str]) -> list[str]:
     """``rows`` as night ``night``'s runs file of this fold; the keys written (none without rows)."""

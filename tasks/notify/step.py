@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 
 import orjson
 import pandas as pd
@@ -41,6 +41,7 @@ from stormwatch.tasks.notify.config_store import load_alert_config, report_name
 from stormwatch.tasks.notify.dispatch import NotifyResult, default_receiver, notify_jobs
 from stormwatch.tasks.notify.ledger_store import LedgerRead, read_ledger_bytes, write_ledger
 from stormwatch.tasks.notify.settings import NotifySettings
+from stormwatch.tasks.runs_store import window_rows
 from stormwatch.tasks.storage.lease import acquire_waiting, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
@@ -158,18 +159,24 @@ def publish_overview(storage: Storage, overview: Mapping[str, object], *, notifi
                      stamp: str | None = None) -> bool:
     """fleet.json with its ``alerts`` member replaced and the rows of the ``notified`` job ids marked
     ``notified_at`` = ``stamp`` (their runs were observed by a notify step that ran to its end), and
-    the index rendered again; False without a fleet.json."""
+    the index rendered again over the window's stored runs; False without a fleet.json."""
     data = storage.read_report(FLEET_JSON_KEY)
     if not data:
         return False
     document = orjson.loads(data)
     document["alerts"] = overview
-    for job in document.get("jobs", ()):
-        if isinstance(job, dict) and job.get("job_id") in notified:
+    listed = [job for job in document.get("jobs", ()) if isinstance(job, dict)]
+    window = document.get("window")
+    since = window.get("since") if isinstance(window, dict) else None
+    stored = window_rows(storage, since=date.fromisoformat(since), now=datetime.now(UTC)) if since else []
+    ids = {row.job_id for row in stored}
+    shown = [*(row.as_json() for row in stored), *(job for job in listed if job.get("job_id") not in ids)]
+    for job in [*listed, *shown]:
+        if job.get("job_id") in notified:
             job["notified_at"] = stamp
-    data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
-    storage.write_report(FLEET_JSON_KEY, data, content_type=MediaType.JSON)
-    storage.write_report(INDEX_HTML_KEY, render_index(document).encode("utf-8"), content_type=MediaType.HTML)
+    storage.write_report(FLEET_JSON_KEY, orjson.dumps(document), content_type=MediaType.JSON)
+    index = render_index(document, jobs=sorted(shown, key=lambda job: str(job.get("job_id"))))
+    storage.write_report(INDEX_HTML_KEY, index.encode("utf-8"), content_type=MediaType.HTML)
     return True
 
 
@@ -191,9 +198,10 @@ def notify_step(
     fleet-wide, and the next fold marks its job notified, :mod:`stormwatch.tasks.compact`; the audit
     does not either: it publishes the ``overview`` returned, with the ``observed`` job ids stamped).
     ``kept``: every unchanged job, for the alerts a lost alert state recalls (``unchanged``: those
-    looked at anyway). ``whole``: this step holds the audit lease, and rewrites notifications.jsonl
-    with the segments folded in; else (a post-job) its new ledger lines are a segment of its own
-    (:mod:`stormwatch.tasks.notify.ledger_store`), and a claim lost to another writer is decided again."""
+    looked at anyway). ``whole``: this step holds the audit lease: it repairs the ledger, carries the
+    post-jobs' segments into its own and folds the ledger now and then; else (a post-job) its new
+    ledger lines are a segment of its own (:mod:`stormwatch.tasks.notify.ledger_store`), and a claim
+    lost to another writer is decided again."""
     lease = acquire_waiting(storage, name=NOTIFY_LEASE, owner=default_owner("notify"), wait_s=NOTIFY_LEASE_WAIT_S,
                             poll_s=0.2)
     if lease is None:
@@ -230,11 +238,10 @@ def _notify_once(
     found = read_ledger_bytes(storage)
     read = found.data
     state = read_ledger(read)  # once: the ledger holds a line per decision ever made
-    ledger, repaired = (repair_ledger(storage, read, now=now, state=state) if whole and not found.segments
-                        else (read, ()))
-    if repaired:
+    ledger, repaired = repair_ledger(storage, read, now=now, state=state) if whole else (read, ())
+    if repaired:  # notifications.jsonl holds every segment's lines now: the write below deletes them
         state = read_ledger(ledger)
-        found = LedgerRead(ledger)
+        found = LedgerRead(ledger, found.segments, base_bytes=len(ledger or b""))
     current = storage.read_report_versioned(ALERTS_KEY)
     alerts, version = (None, None) if current is None else current
     if unchanged:  # jobs whose decision the ledger lacks (a failed write, no alert state yet): evaluated again
@@ -273,8 +280,8 @@ def _notify_once(
     if result.rebuilt is not None and alerts:  # the damaged state is kept for people, never read again
         storage.write_report(damaged_key(ALERTS_KEY, now), alerts, content_type=MediaType.JSON)
     # the sends recorded first (segments folded in): a claim left in alerts.json is settled from these lines
-    if result.changed or (whole and found.segments):
-        write_ledger(storage, result.ledger, read=found, whole=whole, now=now)
+    if result.changed or repaired or (whole and found.segments):
+        write_ledger(storage, result.ledger, read=found, whole=whole, now=now, fold=bool(repaired))
     stored = commit_alerts(storage, result, version=claimed[0], read=None if claimed[0] != version else alerts)
     if not stored:
         summary["problems"] = [*result.problems, "alerts.json could not be written: it kept changing"]

@@ -22,6 +22,7 @@ from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
 from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting, job_lease
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
+from tests.ledger_files import ledger_lines
 from tests.tasks.notify.servers import WebhookServer, webhook_server
 from tests.tasks.storage.backends import Backend, local_backend
 
@@ -96,7 +97,7 @@ def test_two_audits_at_once_one_works_and_each_finding_is_sent_once(
     assert sorted(set(table["job_id"])) == list(FLEET_JOBS)
     for job_id in FLEET_JOBS:
         assert orjson.loads(backend.get(f"reports/{job_id}/model.json") or b"")["job_id"] == job_id
-    ledger = [orjson.loads(line) for line in (backend.get("reports/notifications.jsonl") or b"").splitlines()]
+    ledger = ledger_lines(backend.get, backend.stored_keys())
     assert len({entry["key"] for entry in ledger}) == len(ledger)  # one decision per finding
     assert backend.get(LOCK) is None
 

@@ -24,6 +24,7 @@ from stormwatch.tasks.audit_job import AuditOptions, diagnose_inputs
 from stormwatch.tasks.storage.inventory import JobInputs
 from tests.faults.conftest import FLEET_JOBS, Proxied, upload_fleet
 from tests.faults.proxy import Fault, Op
+from tests.ledger_files import ledger_bytes
 from tests.tasks.storage.backends import Backend
 
 OLD = b'{"old": true}'
@@ -183,7 +184,8 @@ def test_audits_complete_through_faults_on_every_step(proxied: Proxied, fleet_fi
     # a runs file cut short was read again, not taken as damaged: the unchanged jobs are skipped
     assert (warm["summary"]["diagnosed"], warm["summary"]["skipped"], warm["failed"]) == (1, 2, [])
     assert proxied.proxy.injected() == planned(WARM_PLAN)
-    assert (proxied.direct.get("reports/notifications.jsonl") or b"").startswith(ledger)  # nothing lost or re-sent
+    # nothing lost or re-sent
+    assert ledger_bytes(proxied.direct.get, proxied.direct.stored_keys()).startswith(ledger)
     assert proxied.direct.get("reports/.locks/audit.json") is None
     print(f"cold audit: {sum(plan.times for plan in COLD_PLAN)} injected, {cold_retries} botocore retries; "
           f"warm audit: {sum(plan.times for plan in WARM_PLAN)} injected, "
@@ -238,9 +240,10 @@ def test_outputs_stay_old_or_new_when_their_writes_fail(proxied: Proxied, fleet_
     outputs = ["reports/critical-job/model.json", "reports/critical-job/report.html", "reports/fleet.json",
                "reports/fleet.parquet", "reports/index.html", "reports/notifications.jsonl"]
     before = snapshot(direct, outputs)
+    ledger_of_before = ledger_bytes(direct.get, direct.stored_keys())
 
-    # every write of critical-job's reports and of the ledger has its body cut short, every time
-    for key in ("*/reports/critical-job/*", "*/reports/notifications.jsonl"):
+    # every write of critical-job's reports and of the ledger (its file, its segments) has its body cut short
+    for key in ("*/reports/critical-job/*", "*/reports/notifications.jsonl", "*/reports/.ledger/*"):
         proxied.proxy.inject(Fault.TRUNCATE_REQUEST, ops={Op.PUT}, key=key, times=None)
     second = run(proxied, force=True)
     assert second["failed"] == ["critical-job"] and "error" in second["notifications"]
@@ -248,12 +251,14 @@ def test_outputs_stay_old_or_new_when_their_writes_fail(proxied: Proxied, fleet_
     assert after["reports/critical-job/model.json"] == before["reports/critical-job/model.json"]
     assert after["reports/critical-job/report.html"] == before["reports/critical-job/report.html"]
     assert after["reports/notifications.jsonl"] == before["reports/notifications.jsonl"]
+    assert ledger_bytes(direct.get, direct.stored_keys()) == ledger_of_before
     assert fleet_jobs(direct)["critical-job"]["status"] == "failed"  # fleet.json: the new one, whole
     upstream = Counter(entry.upstream for entry in proxied.proxy.log if entry.fault is Fault.TRUNCATE_REQUEST)
 
     # every write of the fleet files fails: the audit fails, the previous fleet files stay, the lease is freed
     proxied.proxy.clear()
     published = snapshot(direct, outputs)
+    ledger_published = ledger_bytes(direct.get, direct.stored_keys())
     for key in ("*/reports/fleet.*", "*/reports/index.html"):
         proxied.proxy.inject(Fault.TRUNCATE_REQUEST, ops={Op.PUT}, key=key, times=None)
     with pytest.raises(BotoCoreError):
@@ -261,8 +266,7 @@ def test_outputs_stay_old_or_new_when_their_writes_fail(proxied: Proxied, fleet_
     fleet_files_only = [key for key in outputs if "/critical-job/" not in key and "notifications" not in key]
     assert snapshot(direct, fleet_files_only) == {key: published[key] for key in fleet_files_only}
     # the notify step runs before publishing (the fold stamps what it observed): its lines were appended
-    assert (direct.get("reports/notifications.jsonl") or b"").startswith(published["reports/notifications.jsonl"]
-                                                                          or b"")
+    assert ledger_bytes(direct.get, direct.stored_keys()).startswith(ledger_published)
     assert direct.get("reports/.locks/audit.json") is None
     # critical-job failed last time, so it was diagnosed again and committed before publishing failed
     assert orjson.loads(direct.get("reports/critical-job/model.json") or b"")["job_id"] == "critical-job"
@@ -275,6 +279,6 @@ def test_outputs_stay_old_or_new_when_their_writes_fail(proxied: Proxied, fleet_
     assert not any(key.startswith("reports/.commits/") for key in direct.stored_keys())
     assert orjson.loads(direct.get("reports/critical-job/model.json") or b"")["job_id"] == "critical-job"
     assert len(pd.read_parquet(io.BytesIO(direct.get("reports/fleet.parquet") or b""))) > 0
-    assert b"critical-job-2" in (direct.get("reports/notifications.jsonl") or b"")
+    assert b"critical-job-2" in ledger_bytes(direct.get, direct.stored_keys())
     print(f"write faults: {dict(proxied.proxy.injected())} injected (moto answered the cut bodies: "
           f"{dict(upstream)}); outputs old or new throughout")

@@ -11,6 +11,7 @@ import pytest
 
 from stormwatch.flows.cli import main
 from tests import builders as b
+from tests.ledger_files import ledger_lines_at
 from tests.stormwatch.alerting.documents import HOSTILE
 from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, webhook_server
 
@@ -77,7 +78,7 @@ def test_audits_route_silence_hold_and_resolve(tmp_path: Path, env: None, webhoo
     assert [text.split(" is ")[0] for text in texts(team)] == ["Stormwatch: job llama-a-2026-10-01"]
     assert [text.split(" is ")[0] for text in texts(webhook)] == ["Stormwatch: job bert-2026-10-01"]
     assert len(smtp.messages) == 1 and "bert-2026-10-01" in smtp.messages[0].message["Subject"]
-    ledger = [orjson.loads(line) for line in (root / "reports" / "notifications.jsonl").read_bytes().splitlines()]
+    ledger = ledger_lines_at(root)
     gpt = [line for line in ledger if line["job_id"] == "gpt-2026-10-01" and line["kind"] == "most_severe"]
     assert gpt[0]["channels"]["slack"]["status"] == "silenced" and gpt[0]["silenced_by"] == silence_id
     assert gpt[0]["decided_at"] == "2026-10-01T03:00:00+00:00"  # the audit's --as-of time

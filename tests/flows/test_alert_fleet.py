@@ -38,6 +38,7 @@ from stormwatch.alerting.fleet_findings import fleet_findings
 from stormwatch.alerting.silences import Silence, SilenceMatcher, silence_id
 from stormwatch.diagnose import diagnose
 from stormwatch.tasks.notify.config_store import change_silences
+from stormwatch.tasks.notify.ledger_store import read_ledger_bytes
 from stormwatch.tasks.notify.secrets import SecretRef
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import notify_step
@@ -219,7 +220,7 @@ def test_thirty_nights_of_alerts(tmp_path: Path, webhook: WebhookServer, llama_h
     # gpt: silenced from start to end, never sent; llama-70b: warnings only, never sent
     everything = orjson.dumps([post for posts in seen.values() for _, post in posts]).decode() + str(mails)
     assert "gpt-" not in everything and "llama-70b" not in everything
-    ledger = [orjson.loads(line) for line in (storage.read_report("notifications.jsonl") or b"").splitlines()]
+    ledger = [orjson.loads(line) for line in (read_ledger_bytes(storage).data or b"").splitlines()]
     gpt_lines = [line for line in ledger if line.get("job_id", "").startswith("gpt-") and line["state"] != "resolved"]
     assert gpt_lines and all(line["silenced_by"] == gpt.id for line in gpt_lines if line["kind"] == "most_severe")
     # vit's OOM: one message, its ranks' findings folded into it
@@ -249,10 +250,10 @@ def test_thirty_nights_of_alerts(tmp_path: Path, webhook: WebhookServer, llama_h
     assert all("node-7 device 1" in text or "regression:" in text for _, recipient, text in mails if recipient == INFRA)
 
     # replaying the last night sends nothing and records nothing new
-    ledger_bytes = storage.read_report("notifications.jsonl")
+    ledger_bytes = read_ledger_bytes(storage).data
     notify_step(storage, [*(finding(name, NIGHTS - 1) for name in NAMES)], settings=settings,
                 now=FIRST + timedelta(days=NIGHTS - 1, hours=1), fleet_evaluated=True)
-    assert storage.read_report("notifications.jsonl") == ledger_bytes
+    assert read_ledger_bytes(storage).data == ledger_bytes
     assert sum(totals.values()) == len(webhook.posts) + len(llama_hook.posts) + len(smtp.messages)
 
     board = {item["name"]: item for item in orjson.loads(storage.read_report("fleet.json") or b"{}")["alerts"][

@@ -9,6 +9,7 @@ import pytest
 
 from stormwatch.flows.cli import main
 from tests import builders as b
+from tests.ledger_files import ledger_lines_at
 from tests.tasks.notify.servers import SmtpRecorder, WebhookServer
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -36,7 +37,7 @@ def audit(root: Path, webhook: WebhookServer, smtp: SmtpRecorder, *extra: str) -
 
 
 def ledger(root: Path) -> list[dict]:
-    return [orjson.loads(line) for line in (root / "reports" / "notifications.jsonl").read_bytes().splitlines()]
+    return ledger_lines_at(root)
 
 
 def test_critical_job_notified_on_both_channels_once(

@@ -77,6 +77,24 @@ def test_each_night_appends_its_runs_and_fleet_json_shows_the_window(backend: Ba
     assert set(ranks["job_id"]) == {"train-ok-2"}
 
 
+def test_fleet_json_lists_each_job_names_newest_run_and_the_index_every_run(
+        backend: Backend, tmp_path: Path) -> None:
+    add_runs(tmp_path, backend, ["train-crit-1", "train-ok-1"])
+    run(backend, NIGHT_1)
+    add_runs(tmp_path, backend, ["train-crit-2", "train-ok-2", "train-ok-3"])
+    run(backend, NIGHT_1 + timedelta(days=1))
+    data = backend.get("reports/fleet.json") or b""
+    assert b"\n" not in data  # not indented: its size is the rows'
+    document = orjson.loads(data)
+    assert document["window"]["runs"] == 5 and document["summary"]["jobs"] == 5
+    newest = {"train-crit": "train-crit-2", "train-ok": "train-ok-3"}
+    assert [job["job_id"] for job in document["jobs"]] == sorted(newest.values())  # one per job name
+    assert {name: item["job_id"] for name, item in document["latest"].items()} == newest
+    assert [item["job_id"] for item in document["attention"]] == ["train-crit-2"]  # train-crit-1 is superseded
+    index = (backend.get("reports/index.html") or b"").decode()
+    assert all(f"train-{run_id}" in index for run_id in ("crit-1", "crit-2", "ok-1", "ok-2", "ok-3"))
+
+
 def test_attention_lists_critical_runs_of_the_window_first(backend: Backend, tmp_path: Path) -> None:
     add_runs(tmp_path, backend, ["a-ok-1", "b-crit-1"])
     run(backend, NIGHT_1)

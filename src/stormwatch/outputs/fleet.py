@@ -27,7 +27,7 @@ The files whose last record was cut short (model.json's top-level ``cut_short``,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -119,14 +119,18 @@ class FleetRow:
         return lines
 
     def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("rank_rows")
+        """The row as fleet.json stores it (rank rows apart). Nested members are shared with the row,
+        not copied: treat them as read-only."""
+        data = {name: getattr(self, name) for name in _JSON_FIELDS}
         data["status"] = self.status.value
         data["verdict"] = None if self.verdict is None else self.verdict.value
         data["missing_ranks"] = list(self.missing_ranks)
         data["outlier_ranks"] = list(data["outlier_ranks"])
         data["cut_short"] = list(data["cut_short"])
         return data
+
+
+_JSON_FIELDS = tuple(name for name in FleetRow.__dataclass_fields__ if name != "rank_rows")
 
 
 def _verdict(value: Any) -> VerdictStatus | None:

@@ -3,22 +3,26 @@
 Members:
 
 - ``summary``: counts by status and by verdict over every current run (a job id's newest row);
-- ``jobs``: the runs of the recent window (``window.days`` nights up to the audit's), one row each,
-  as version 1 stored them (``skipped``: not diagnosed by this audit);
+- ``jobs``: per job name, its newest run of the recent window (``window.days`` nights up to the
+  audit's), and every run of the window that was not diagnosed (failed, refused), one row each as
+  version 1 stored them (``skipped``: not diagnosed by this audit). The window's other runs are on
+  the index and in the runs files, not here;
 - ``latest``: per job name, its newest diagnosed run (``job_id``, ``verdict``, ``diagnosed_at``, ``night``);
-- ``attention``: the window's runs that need a person, critical first, then failed, then warning,
-  newest first within each;
+- ``attention``: of those ``jobs``, the runs that need a person (a job name's newest run when it
+  is critical or warning, and every failed run), critical first, then failed, then warning, newest
+  first within each;
 - ``nights``: every stored night, newest first: its runs files (the partitions), run and verdict
   counts, and whether the window shows it;
 - the fleet-wide sections the audit computes (trends, regressions, ...), ``folded_at``.
 
-So its size grows with the window and with job names, not with the runs kept. Version 1
+So its size grows with job names (and the window's failures), not with the runs kept or the
+window's length; it is written without indentation. Version 1
 (``jobs`` held every run) is still read (:mod:`stormwatch.tasks.plan`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -92,9 +96,27 @@ def nights(counted: pd.DataFrame, files: Mapping[str, Sequence[str]], *, since: 
     return out
 
 
+def _newest_first_key(row: FleetRow) -> tuple[str, str]:
+    return (row.diagnosed_at or row.committed_at or "", row.job_id)
+
+
+def latest_rows(shown: Sequence[FleetRow], *, name_of: Callable[[str], str]) -> list[FleetRow]:
+    """Per job name, its newest shown run; and every shown run not diagnosed (failed or refused:
+    no committed run of theirs says why). Sorted by job id."""
+    newest: dict[str, FleetRow] = {}
+    unsettled: list[FleetRow] = []
+    for row in sorted(shown, key=_newest_first_key):
+        if row.status in (JobStatus.FAILED, JobStatus.REFUSED):
+            unsettled.append(row)
+        newest[name_of(row.job_id)] = row
+    chosen = {row.job_id: row for row in [*newest.values(), *unsettled]}
+    return [chosen[job_id] for job_id in sorted(chosen)]
+
+
 def summary_document(
     shown: Sequence[FleetRow],
     *,
+    name_of: Callable[[str], str],
     counted: pd.DataFrame,
     files: Mapping[str, Sequence[str]],
     generated_at: datetime,
@@ -102,18 +124,18 @@ def summary_document(
     window_days: int,
     since: date,
 ) -> dict[str, Any]:
-    """fleet.json (version 2) without the fleet-wide sections: ``shown`` sorted by job id."""
-    ordered = sorted(shown, key=lambda row: row.job_id)
+    """fleet.json (version 2) without the fleet-wide sections; ``shown``: the window's runs."""
+    listed = latest_rows(shown, name_of=name_of)
     return {
         "schema_version": FLEET_SCHEMA_VERSION,
         "generated_at": generated_at.isoformat(),
         "storage": storage,
-        "window": {"days": window_days, "since": since.isoformat(), "runs": len(ordered)},
+        "window": {"days": window_days, "since": since.isoformat(), "runs": len(shown)},
         "summary": counts(counted),
-        "attention": attention(ordered),
+        "attention": attention(listed),
         "latest": latest_by_name(counted),
         "nights": nights(counted, files, since=since),
-        "jobs": [row.as_json() for row in ordered],
+        "jobs": [row.as_json() for row in listed],
     }
 
 

@@ -19,6 +19,7 @@ from stormwatch.outputs.fleet import JobStatus, row_from_document
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.notify.config_store import change_silences
 from stormwatch.tasks.notify.dispatch import notify_jobs
+from stormwatch.tasks.notify.ledger_store import read_ledger_bytes
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import UnchangedJob, commit_alerts, notify_step
 from stormwatch.tasks.publish import publish_fleet
@@ -61,7 +62,7 @@ def finding(name: str, job_id: str) -> JobFinding:
 
 
 def ledger(storage: LocalStorage) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in (storage.read_report("notifications.jsonl") or b"").splitlines()]
+    return [orjson.loads(line) for line in (read_ledger_bytes(storage).data or b"").splitlines()]
 
 
 def alert_statuses(storage: LocalStorage) -> dict[str, str]:
