@@ -21,7 +21,7 @@ Scenarios (each a fresh storage root; the oracle is the same nights with nothing
             each rerun at once (same --as-of)
   steps     a kill before and after each kind of write an audit makes, in order (per-job model.json and
             report.html, reports/.commits/*, reports/history/*, fleet.json, fleet.parquet, index.html, the
-            claim and the settle of alerts.json (its writes 1 and 2), notifications.jsonl, and the second
+            claim and the settle of alerts.json (its writes 1 and 2), the ledger segment, and the second
             fleet.json / index.html after notifying): 25 points, one per night over 5 runs, each rerun at once
   concurrent  two plain audits started 0-100 ms apart every night: exactly one may work, the other exits 1
   lease     night 1: killed, its lease record then names another host: audits retried every second until
@@ -43,7 +43,7 @@ Measured per scenario, summed over its runs:
   messages sent twice        a message (channel + its headline: Slack ``text``, email ``Subject``) received
                              on a night more often than the oracle received it that night; "inside the
                              window" when the extra copy is one a killed audit had delivered before its
-                             notifications.jsonl write (the killed audit's receivers got it, its ledger
+                             ledger write (the killed audit's receivers got it, its ledger
                              bytes stayed unchanged), else "outside"
   messages never sent        oracle messages of a night that did not arrive that night
   messages the oracle never sent   e.g. a silenced job paged
@@ -117,7 +117,7 @@ STEP_POINTS = (
     "before:fleet.json:1", "after:fleet.json:1", "before:fleet.parquet:1", "after:fleet.parquet:1",
     "before:index.html:1", "after:index.html:1",
     "before:alerts.json:1", "after:alerts.json:1",  # the claim (nights with sends)
-    "before:notifications.jsonl:1", "after:notifications.jsonl:1",
+    "before:.ledger/*:1", "after:.ledger/*:1",  # the ledger write: the audit's night segment
     "before:alerts.json:2", "after:alerts.json:2",  # the settle
     "before:fleet.json:2", "after:fleet.json:2", "before:index.html:2", "after:index.html:2",  # after notifying
 )
@@ -859,9 +859,14 @@ class NightRun:
             self.result.problems.append(f"night {night}: {what} exit {audit.rc} (expected {rc}): "
                                         f"{' | '.join(audit.output(600).splitlines()[-4:])}")
 
+    def ledger(self) -> bytes:
+        """notifications.jsonl and every ledger segment, as a reader joins them."""
+        keys = ["reports/notifications.jsonl", *sorted(self.store.keys("reports/.ledger/"))]
+        return b"".join(self.store.get(key) or b"" for key in keys)
+
     def killed(self, night: int, kill: Kill) -> Audit:
         """The night's first audit, killed; a kill that lands inside the window marks its messages."""
-        ledger = self.store.get("reports/notifications.jsonl")
+        ledger = self.ledger()
         mark = self.bench.receivers.mark()
         extra = ("--engine", "threads", "--workers", "1") if kill.per_job else ()
         audit = self.runner.start(night, *extra, point=kill.point)
@@ -880,7 +885,7 @@ class NightRun:
             self.result.problems.append(f"night {night}: kill {kill.point or 'random'} not reached, exit {audit.rc}")
         time.sleep(0.1)
         sent = self.bench.receivers.since(mark)
-        if sent and self.store.get("reports/notifications.jsonl") == ledger:
+        if sent and self.ledger() == ledger:
             self.window[night].update(sent)  # delivered, then killed before the ledger recorded it
         return audit
 
@@ -1057,8 +1062,8 @@ def step_plans(points: Sequence[str]) -> tuple[Plan, ...]:
 def scenarios(short: bool, rng: random.Random) -> list[Scenario]:
     if short:
         kills = {1: Kill(fraction=rng.uniform(0.2, 0.7)), 2: Kill(point="after:.commits/*:1"),
-                 3: Kill(point="after:alerts.json:1"), 4: Kill(point="before:notifications.jsonl:1"),
-                 5: Kill(point="after:notifications.jsonl:1")}
+                 3: Kill(point="after:alerts.json:1"), 4: Kill(point="before:.ledger/*:1"),
+                 5: Kill(point="after:.ledger/*:1")}
         return [Scenario("short", "5 kills over 5 nights: a random time, after the commit, after the claim, "
                          "before and after the ledger write", (Plan(kills=kills),))]
     found = [
