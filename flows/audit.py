@@ -271,7 +271,7 @@ def publish_audit(settings: StorageSettings, params: AuditParameters, options: A
     index = options.report_link(storage, INDEX_HTML_KEY)
     plan, view = done.plan, done.view
     unchanged = [UnchangedJob(row, options.report_link(storage, report_html_key(row.job_id)))
-                 for row in notify_candidates(plan, view, done.fresh)]
+                 for row in notify_candidates(plan, done.fresh)]
     fleet_wide = fleet_findings(done.sections, index_url=index,
                                 report_url_of=lambda job: options.report_link(storage, report_html_key(job)))
     lease.renew()  # still ours before notifying: a lost lease must never send twice

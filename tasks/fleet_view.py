@@ -73,7 +73,7 @@ def fleet_view(plan: AuditPlan, fresh: Sequence[FleetRow], *, audit_time: dateti
     return FleetView(shown=shown, counted=counted, since=since, days=days)
 
 
-def notify_candidates(plan: AuditPlan, view: FleetView, made: Sequence[FleetRow]) -> list[FleetRow]:
+def notify_candidates(plan: AuditPlan, made: Sequence[FleetRow]) -> list[FleetRow]:
     """The unchanged runs the notify step looks at: those committed but never observed by a notify step
     that ran to its end. The others were decided; what is due again for them (a retry, a repeat) is in
     the alert state, which the step reads."""

@@ -74,8 +74,6 @@ def read_ledger_bytes(storage: Storage) -> LedgerRead:
     return LedgerRead(b"".join(parts), tuple(kept), tuple(ends), len(parts[0]))
 
 
-
-
 def segment_key(now: datetime, *, audit: bool = False) -> str:
     mark = _AUDIT_MARK if audit else "-"
     return f"{LEDGER_FOLDER}/{now.astimezone(UTC):%Y%m%dT%H%M%S%fZ}{mark}{secrets.token_hex(4)}.jsonl"

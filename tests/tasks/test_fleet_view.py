@@ -23,7 +23,7 @@ def test_an_old_never_notified_run_is_looked_at_again_without_its_row() -> None:
     plan = dataclasses.replace(plan, current=plan.current.assign(row=None))  # outside the window: row not read
     view = fleet_view(plan, [], audit_time=NOW, days=7, name_of=str, fail_on=FailOn.NEVER)
     assert view.shown == [] and list(view.counted["status"]) == [JobStatus.SKIPPED.value]
-    (candidate,) = notify_candidates(plan, view, [])
+    (candidate,) = notify_candidates(plan, [])
     assert candidate.job_id == "job-1" and candidate.notified_at is None
     assert candidate.committed_at == row.committed_at and candidate.verdict is VerdictStatus.CRITICAL
 
@@ -33,4 +33,4 @@ def test_a_notified_clean_run_outside_the_window_costs_nothing() -> None:
                    notified_at="2026-11-01T02:00:00+00:00", diagnosed_at="2026-11-01T02:00:00+00:00")
     plan = plan_audit(Inventory((JOB,), (), frozenset({"job-1"})), PreviousFleet.of_rows([row]), options=OPTIONS)
     view = fleet_view(plan, [], audit_time=NOW, days=7, name_of=str, fail_on=FailOn.NEVER)
-    assert notify_candidates(plan, view, []) == [] and view.shown == []
+    assert notify_candidates(plan, []) == [] and view.shown == []
