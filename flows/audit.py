@@ -33,10 +33,11 @@ from prefect.futures import PrefectFuture, as_completed
 from stormwatch.alerting.findings import JobFinding
 from stormwatch.alerting.fleet_findings import fleet_findings
 from stormwatch.diagnose import DiagnoseOptions
-from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare
+from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare, reusable_comparisons
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.progress import JobProgress
 from stormwatch.flows.unwalked import unwalked
+from stormwatch.history.frame import ANALYTICS_COLUMNS, empty_history
 from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row
 from stormwatch.outputs.fleet_summary import counted_frame, counts
@@ -48,6 +49,7 @@ from stormwatch.tasks.commit_outcomes import clear_commits_task, folded_commits
 from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_inventory
 from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
 from stormwatch.tasks.fleet_view import FleetView, fleet_view, notify_candidates, rows_to_fold, window_start
+from stormwatch.tasks.history import HistoryRead
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import KeptJobs, UnchangedJob, notify_task
 from stormwatch.tasks.plan import AuditPlan, plan_audit, unchanged_exit_code
@@ -240,7 +242,9 @@ def audit_jobs(
                 len(inventory.jobs), len(plan.diagnose), plan.diagnose_bytes, len(batches), plan.unchanged_count,
                 len(inventory.refused))
     audit = audit_id(audit_time, [(job.job_id, job.fingerprint) for job in plan.diagnose])
-    earlier = read_earlier(settings, params, audit_time=audit_time)
+    reuse = None if batches else reusable_comparisons(settings, params, audit_time=audit_time)
+    earlier = (read_earlier(settings, params, audit_time=audit_time) if reuse is None
+               else HistoryRead(empty_history(ANALYTICS_COLUMNS), (), ()))
     names = {options.job_names.name_of(job.job_id) for job in plan.diagnose}
     outcomes: list[JobOutcome] = []
     if batches:  # an unchanged audit starts no engine workers
@@ -254,7 +258,7 @@ def audit_jobs(
     view = fleet_view(plan, fresh, audit_time=audit_time, days=params.index_days, name_of=options.job_names.name_of,
                       fail_on=options.diagnose.fail_on)
     sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
-                                  rows=view.shown, audit=audit)
+                                  rows=view.shown, audit=audit, reuse=reuse)
     sections["repaired"] = [*repaired, *sections["history"].pop("repaired")]
     sections["retention"] = {"days": params.retention_days, "retired_runs": int(plan.current["retired"].sum()),
                              "pruned": None if pruned is None else pruned.as_json()}

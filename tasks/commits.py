@@ -124,7 +124,7 @@ def _encode(rows: Sequence[FleetRow], history: pa.Table, *, audit: str, audit_ti
 def decode(key: str, data: bytes) -> Commit:
     """The commit in ``data`` (read from ``key``); raises HistoryFileError naming ``key`` when damaged."""
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        table = pq.ParquetFile(pa.BufferReader(data)).read()
         meta = orjson.loads((table.schema.metadata or {})[COMMIT_METADATA_KEY])
         rows = tuple(_row(item) for item in meta["rows"])
         commit = Commit(key=key, audit_id=str(meta["audit_id"]), audit_time=datetime.fromisoformat(meta["audit_time"]),

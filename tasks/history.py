@@ -98,13 +98,17 @@ def _history_entries(storage: Storage) -> tuple[list[tuple[Entry, date]], list[s
     return files, warnings
 
 
-def _read_one(storage: Storage, key: str, columns: Sequence[str] | None) -> pa.Table:
-    data = storage.read_report(key)
+def _parse(key: str, data: bytes | None, columns: Sequence[str] | None) -> pa.Table:
     if data is None:
         raise HistoryFileError(f"{key}: gone since it was listed")
     try:
-        table = pq.read_table(pa.BufferReader(data), columns=None if columns is None else list(columns),
-                              read_dictionary=[name for name in STRING_COLUMNS if columns is None or name in columns])
+        # ParquetFile, not read_table: no dataset layer (bench/README.md, "Reading the history")
+        dictionary = [name for name in STRING_COLUMNS if columns is None or name in columns]
+        try:
+            parquet = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary)
+        except KeyError:  # a string column missing: a foreign file, which conform names as such
+            parquet = pq.ParquetFile(pa.BufferReader(data))
+        table = parquet.read(columns=None if columns is None else list(columns))
     except (pa.ArrowException, OSError, ValueError) as error:
         raise DamagedHistoryFileError(f"{key}: not readable as Parquet ({error})") from error
     return conform(table, name=key, schema=READ_SCHEMA, columns=columns)
@@ -152,16 +156,24 @@ def read_history(
     keys: list[str] = []
     damaged: list[str] = []
     workers = max(1, min(storage.settings.max_concurrency, len(wanted)))
+    since_ns, until_ns = _ns(since), _ns(until)
+    # fetched `workers` at a time, parsed here one by one: parsing in every fetch thread gave each thread
+    # its own allocator arena (bench/README.md, "Reading the history"); a file's footer metadata (its
+    # commit's rows) is dropped at once, so what is kept is the window's rows of ``names`` only
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="history-read") as pool:
-        futures = [pool.submit(_read_one, storage, key, columns) for key in wanted]
-        for key, future in zip(wanted, futures, strict=True):
-            try:
-                tables.append(_named(_within(future.result(), _ns(since), _ns(until)), names))
+        for start in range(0, len(wanted), workers):
+            chunk = wanted[start:start + workers]
+            for key, data in zip(chunk, pool.map(storage.read_report, chunk), strict=True):
+                try:
+                    table = _named(_within(_parse(key, data, columns), since_ns, until_ns), names)
+                except HistoryFileError as error:
+                    warnings.append(f"{error}; skipped")
+                    if isinstance(error, DamagedHistoryFileError):
+                        damaged.append(key)
+                    continue
+                if table.num_rows or not tables:  # a file without wanted rows adds nothing but its schema
+                    tables.append(table.replace_schema_metadata(None))
                 keys.append(key)
-            except HistoryFileError as error:
-                warnings.append(f"{error}; skipped")
-                if isinstance(error, DamagedHistoryFileError):
-                    damaged.append(key)
     if not tables:
         return HistoryRead(empty_history(columns), tuple(keys), tuple(warnings), tuple(damaged))
     return HistoryRead(history_frame(pa.concat_tables(tables)), tuple(keys), tuple(warnings), tuple(damaged))

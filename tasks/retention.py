@@ -60,7 +60,7 @@ def read_retired(storage: Storage) -> pd.DataFrame:
         if data is None or not entry.key.endswith(".parquet"):
             continue
         try:
-            frames.append(pq.read_table(pa.BufferReader(data), columns=list(RETIRED_COLUMNS)).to_pandas())
+            frames.append(pq.ParquetFile(pa.BufferReader(data)).read(columns=list(RETIRED_COLUMNS)).to_pandas())
         except (pa.ArrowException, OSError, ValueError):
             continue
     if not frames:

@@ -48,8 +48,7 @@ class StoredRuns:
 
 
 def _read(data: bytes, key: str, *, full: bool) -> pd.DataFrame:
-    reader = pa.BufferReader(data)
-    table = pq.read_table(reader, columns=None if full else list(PLAN_COLUMNS))
+    table = pq.ParquetFile(pa.BufferReader(data)).read(columns=None if full else list(PLAN_COLUMNS))
     meta = (pq.read_schema(pa.BufferReader(data)).metadata or {}).get(RUNS_METADATA_KEY)
     if meta is None or not isinstance(orjson.loads(meta), dict):
         raise ValueError("no runs metadata in its footer")
@@ -125,7 +124,7 @@ def stored_row(storage: Storage, job_id: str) -> FleetRow | None | bool:
         if data is None:
             continue
         try:
-            ids = pq.read_table(pa.BufferReader(data), columns=["job_id"]).column("job_id")
+            ids = pq.ParquetFile(pa.BufferReader(data)).read(columns=["job_id"]).column("job_id")
             if job_id not in set(ids.to_pylist()):
                 continue
             frame = _read(data, entry.key, full=True)

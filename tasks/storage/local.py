@@ -217,18 +217,23 @@ class LocalStorage:
             keys += files
             if f"{job_id}/{SESSIONS_FOLDER}" in folders:
                 for session in self._scan(f"{job_id}/{SESSIONS_FOLDER}")[1]:
-                    keys += self._scan(session)[0]
+                    keys += self._scan(session, stats=False)[0]
         return keys
 
-    def _scan(self, folder: str) -> tuple[list[Entry], list[str]]:
+    def _scan(self, folder: str, *, stats: bool = True) -> tuple[list[Entry], list[str]]:
         """The files (key, size, mtime) and the folders directly in ``reports/<folder>`` (none when it
-        does not exist)."""
+        does not exist). ``stats=False``: no stat per file, each Entry's size 0 and version "": for
+        session folders, whose files the inventory knows by name only (bench/README.md, "Unchanged
+        audit")."""
         files: list[Entry] = []
         folders: list[str] = []
         try:
             with os.scandir(self.reports_dir / folder) as found:
                 for item in found:
                     if item.is_file(follow_symlinks=False):
+                        if not stats:
+                            files.append(Entry(f"{folder}/{item.name}", 0, ""))
+                            continue
                         info = item.stat(follow_symlinks=False)
                         files.append(Entry(f"{folder}/{item.name}", info.st_size, str(info.st_mtime_ns)))
                     elif item.is_dir(follow_symlinks=False):

@@ -13,6 +13,9 @@ import pytest
 
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
+from stormwatch.flows.post_job import post_job
+from stormwatch.tasks import history as history_store
+from stormwatch.tasks.comparisons import REUSED_SECTIONS
 from stormwatch.outputs.fleet import FleetRow
 from tests import builders as b
 from tests.tasks.storage.backends import Backend
@@ -150,3 +153,36 @@ def test_a_version_1_fleet_json_is_read_and_migrated(backend: Backend, tmp_path:
     assert result["summary"]["skipped"] == 1 and result["summary"]["diagnosed"] == 0
     assert runs_files(backend)  # the version-1 rows now live in a runs file
     assert fleet(backend)["schema_version"] == 2
+
+
+def test_an_audit_with_nothing_new_takes_the_comparisons_from_fleet_json(
+        backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_runs(tmp_path, backend, ["train-crit-1", "train-ok-1"])
+    run(backend, NIGHT_1)
+    add_runs(tmp_path, backend, ["train-ok-2"])
+    night_2 = NIGHT_1 + timedelta(days=1)
+    run(backend, night_2)
+    computed = fleet(backend)
+    assert {trend["night"]: trend for trend in computed["trends"]}[night_2.date().isoformat()]["jobs"] == 1
+    reads: list[object] = []
+    original = history_store.read_history
+    monkeypatch.setattr(history_store, "read_history", lambda *a, **k: reads.append(k.get("names")) or original(*a, **k))
+
+    run(backend, night_2)  # nothing changed, the same audit time: the history is not read
+    reused = fleet(backend)
+    assert reads == []
+    assert reused["history"]["basis"] == computed["history"]["basis"]
+    assert {name: reused[name] for name in REUSED_SECTIONS} == {name: computed[name] for name in REUSED_SECTIONS}
+
+    run(backend, night_2 + timedelta(hours=1))  # another audit time: computed again
+    assert reads == [None] and fleet(backend)["history"]["basis"] != computed["history"]["basis"]
+
+    add_runs(tmp_path, backend, ["train-ok-3"])  # a post-job's history file: computed again, with its run
+    later = night_2 + timedelta(hours=2)
+    post_job("train-ok-3", AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+                                           as_of=later))
+    reads.clear()
+    run(backend, later)
+    assert reads == [None]
+    trends = {trend["night"]: trend for trend in fleet(backend)["trends"]}
+    assert trends[later.date().isoformat()]["jobs"] == 2  # train-ok-2 and the post-job's train-ok-3
