@@ -14,9 +14,9 @@ import pytest
 from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.post_job import post_job
+from stormwatch.outputs.fleet import FleetRow
 from stormwatch.tasks import history as history_store
 from stormwatch.tasks.comparisons import REUSED_SECTIONS
-from stormwatch.outputs.fleet import FleetRow
 from tests import builders as b
 from tests.tasks.storage.backends import Backend
 
@@ -166,7 +166,8 @@ def test_an_audit_with_nothing_new_takes_the_comparisons_from_fleet_json(
     assert {trend["night"]: trend for trend in computed["trends"]}[night_2.date().isoformat()]["jobs"] == 1
     reads: list[object] = []
     original = history_store.read_history
-    monkeypatch.setattr(history_store, "read_history", lambda *a, **k: reads.append(k.get("names")) or original(*a, **k))
+    monkeypatch.setattr(history_store, "read_history",
+                        lambda *a, **k: reads.append(k.get("names")) or original(*a, **k))
 
     run(backend, night_2)  # nothing changed, the same audit time: the history is not read
     reused = fleet(backend)
