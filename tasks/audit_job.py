@@ -39,7 +39,7 @@ from stormwatch.reports.render import render_job
 from stormwatch.tasks.commits import committed_row
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy, is_transient
 from stormwatch.tasks.stale_sessions import listed_folders, prune_sessions, written_folders
-from stormwatch.tasks.storage.inventory import MODEL_JSON, REPORT_HTML, JobInputs
+from stormwatch.tasks.storage.inventory import MODEL_JSON, REPORT_HTML, SESSIONS_FOLDER, JobInputs
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import (
     Storage,
@@ -195,10 +195,16 @@ def diagnose_inputs(
     """Diagnose a job from its listed inputs (no skip check here), compare it with ``earlier``
     runs of its job name (model.json's ``fleet.regression``) and store its reports (and, session by
     session, those of its sessions); its history rows are one per (session, rank). The session
-    folders it no longer has (``listed_sessions``, else the inventory's ``job.session_folders``)
-    lose their reports (:mod:`stormwatch.tasks.stale_sessions`). ``repair_of``: the history file that
+    folders it no longer has (``listed_sessions``, else the inventory's ``job.session_folders``, else
+    listed now, after sweeping the temporary files of writes killed there: a write that died in a
+    session folder belongs to a diagnosis never committed, so its job is diagnosed again) lose their
+    reports (:mod:`stormwatch.tasks.stale_sessions`). ``repair_of``: the history file that
     already holds this diagnosis's rows (its inputs and options are those committed; only its outputs
     were missing or damaged): the outcome then brings no history rows, and its row names that file."""
+    listed = job.session_folders if listed_sessions is None else listed_sessions
+    if listed is None:  # a local inventory did not look into sessions/: killed writes' files are swept now
+        storage.sweep_temporaries_under(f"{job.job_id}/{SESSIONS_FOLDER}")
+        listed = listed_folders(storage, job.job_id)
     tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
                              max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
     acting_at = options.acting_at()
@@ -212,7 +218,6 @@ def diagnose_inputs(
     model_json, page = document.to_json(), render_job(document).encode("utf-8")
     storage.write_report(model_json_key(job.job_id), model_json, content_type=MediaType.JSON)
     storage.write_report(report, page, content_type=MediaType.HTML)
-    listed = job.session_folders if listed_sessions is None else listed_sessions
     prune_sessions(storage, job.job_id, listed=listed, written=written_folders(diagnosis))
     row = row_from_document(document, status=JobStatus.DIAGNOSED, report=report)
     # the sizes written, so that a later audit can tell a report file cut short (tasks/plan.py)

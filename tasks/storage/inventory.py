@@ -29,7 +29,8 @@ class JobInputs:
 
     job_id: str
     entries: tuple[Entry, ...]
-    session_folders: frozenset[str] = frozenset()  # "sessions/<encoded id>" holding its reports, as listed
+    #: "sessions/<encoded id>" holding its reports, as listed; None: not listed (a local inventory)
+    session_folders: frozenset[str] | None = frozenset()
 
     @property
     def size_bytes(self) -> int:
@@ -68,15 +69,17 @@ class Inventory:
 
 
 def build_inventory(listing: JobListing, entries: Mapping[str, Iterable[Entry]],
-                    reports: Iterable[Entry]) -> Inventory:
+                    reports: Iterable[Entry], *, sessions_listed: bool = True) -> Inventory:
     """An inventory from a listing, each valid job's entries (a job without any has none) and
-    the report objects found (keys relative to the reports prefix: ``<job_id>/model.json``, ...)."""
+    the report objects found (keys relative to the reports prefix: ``<job_id>/model.json``, ...).
+    ``sessions_listed=False``: ``reports`` holds no session folder's files, and each job's
+    ``session_folders`` is None (unknown) rather than empty."""
     found = list(reports)
     keys = [entry.key for entry in found]
     sessions = session_folders(keys)
     jobs = tuple(
         JobInputs(job_id, tuple(sorted(entries.get(job_id, ()), key=lambda entry: entry.key)),
-                  sessions.get(job_id, frozenset()))
+                  sessions.get(job_id, frozenset()) if sessions_listed else None)
         for job_id in listing.job_ids
     )
     files: dict[str, set[str]] = {}

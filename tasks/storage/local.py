@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 from stormwatch.load.file_mappings import MappingPool, lend_file
 from stormwatch.load.tree import Entry
-from stormwatch.tasks.storage.inventory import SESSIONS_FOLDER, Inventory, build_inventory, is_temporary
+from stormwatch.tasks.storage.inventory import Inventory, build_inventory, is_temporary
 from stormwatch.tasks.storage.protocol import (
     JobListing,
     JobNotFoundError,
@@ -136,19 +136,26 @@ class LocalStorage:
         return real
 
     def list_jobs(self) -> JobListing:
+        return self._list_jobs()[0]
+
+    def _list_jobs(self) -> tuple[JobListing, frozenset[str]]:
+        """The listing, and the job folders that are symbolic links (as the listing's scandir says)."""
         if not self.jobs_dir.is_dir():
-            return JobListing((), ())
+            return JobListing((), ()), frozenset()
         jobs_real = self._real(self.jobs_dir, "jobs")
         names: list[str] = []
+        linked: set[str] = set()
         refusals: dict[str, str] = {}
         with os.scandir(jobs_real) as found:
             for entry in found:
                 if not entry.is_dir():
                     continue
                 names.append(entry.name)
-                if entry.is_symlink() and not _inside(Path(entry.path), jobs_real):
-                    refusals[entry.name] = "is a symbolic link leading outside the jobs folder"
-        return build_listing(names, refusals)
+                if entry.is_symlink():
+                    linked.add(entry.name)
+                    if not _inside(Path(entry.path), jobs_real):
+                        refusals[entry.name] = "is a symbolic link leading outside the jobs folder"
+        return build_listing(names, refusals), frozenset(linked)
 
     def _job_dir(self, job_id: str) -> Path:
         check_job_id(job_id)
@@ -198,49 +205,37 @@ class LocalStorage:
     def take_inventory(self) -> Inventory:
         """One walk of the jobs folder (each job's files and stats) and one look into each
         reports folder."""
-        listing = self.list_jobs()
+        listing, linked = self._list_jobs()
         entries: dict[str, list[Entry]] = {}
         jobs_real = self._real(self.jobs_dir, "jobs") if listing.job_ids else self.jobs_dir
         for job_id in listing.job_ids:
-            folder = jobs_real / job_id
             try:  # a plain folder in the resolved jobs folder is its own real path; a link is resolved
-                entries[job_id] = self._entries(self._job_dir(job_id) if folder.is_symlink() else folder)
+                entries[job_id] = self._entries(self._job_dir(job_id) if job_id in linked else jobs_real / job_id)
             except StorageError:
                 continue  # gone (or moved outside) since it was listed: it fails alone when fetched
-        return build_inventory(listing, entries, self._report_keys(listing.job_ids))
+        # session folders are not looked into: a job diagnosed again lists its own (tasks/audit_job.py);
+        # two scandirs a job fewer (bench/README.md, "Unchanged audit")
+        return build_inventory(listing, entries, self._report_keys(listing.job_ids), sessions_listed=False)
 
     def _report_keys(self, job_ids: Sequence[str]) -> list[Entry]:
-        """The report files of each job folder, and of its session folders (``<job>/sessions/<id>/``)."""
+        """The report files directly in each job's report folder (``<job>/model.json``, ...)."""
         keys: list[Entry] = []
         for job_id in job_ids:
-            files, folders = self._scan(job_id)
-            keys += files
-            if f"{job_id}/{SESSIONS_FOLDER}" in folders:
-                for session in self._scan(f"{job_id}/{SESSIONS_FOLDER}")[1]:
-                    keys += self._scan(session, stats=False)[0]
+            keys += self._scan(job_id)
         return keys
 
-    def _scan(self, folder: str, *, stats: bool = True) -> tuple[list[Entry], list[str]]:
-        """The files (key, size, mtime) and the folders directly in ``reports/<folder>`` (none when it
-        does not exist). ``stats=False``: no stat per file, each Entry's size 0 and version "": for
-        session folders, whose files the inventory knows by name only (bench/README.md, "Unchanged
-        audit")."""
+    def _scan(self, folder: str) -> list[Entry]:
+        """The files (key, size, mtime) directly in ``reports/<folder>`` (none when it does not exist)."""
         files: list[Entry] = []
-        folders: list[str] = []
         try:
             with os.scandir(self.reports_dir / folder) as found:
                 for item in found:
                     if item.is_file(follow_symlinks=False):
-                        if not stats:
-                            files.append(Entry(f"{folder}/{item.name}", 0, ""))
-                            continue
                         info = item.stat(follow_symlinks=False)
                         files.append(Entry(f"{folder}/{item.name}", info.st_size, str(info.st_mtime_ns)))
-                    elif item.is_dir(follow_symlinks=False):
-                        folders.append(f"{folder}/{item.name}")
         except OSError:
             pass  # no reports yet
-        return files, folders
+        return files
 
     def fetch_job(
         self,
@@ -400,6 +395,23 @@ class LocalStorage:
         for folder, dirs, files in os.walk(reports_real):
             if Path(folder) == reports_real:
                 dirs[:] = [name for name in dirs if name not in skipped]
+            for name in files:
+                key = (Path(folder) / name).relative_to(reports_real).as_posix()
+                if is_temporary(key) and self._unlink_temporary(reports_real, key):
+                    removed.append(key)
+        return sorted(removed)
+
+    def sweep_temporaries_under(self, prefix: str) -> list[str]:
+        """Unlink the ``.<name>.*.tmp`` files below ``reports/<prefix>/``; their report paths, sorted."""
+        parts = check_report_key(prefix)
+        if not self.reports_dir.is_dir():
+            return []
+        reports_real = self._real(self.reports_dir, "reports")
+        base = reports_real.joinpath(*parts)
+        if not base.is_dir() or not _inside(base, reports_real):
+            return []
+        removed = []
+        for folder, _, files in os.walk(base):
             for name in files:
                 key = (Path(folder) / name).relative_to(reports_real).as_posix()
                 if is_temporary(key) and self._unlink_temporary(reports_real, key):

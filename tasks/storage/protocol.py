@@ -327,3 +327,9 @@ class Storage(Protocol):
         job's reports); every other folder is walked. Only the audit lease's holder may call it: any
         other writer's file in progress would be taken for a dead one."""
         ...
+
+    def sweep_temporaries_under(self, prefix: str) -> list[str]:
+        """Remove the temporary files of writes that died below ``reports/<prefix>/`` (a job's
+        ``sessions/`` folder, which a local inventory does not look into); the report paths removed.
+        The audit lease's holder only, as :meth:`sweep_temporaries`."""
+        ...

@@ -320,3 +320,7 @@ class S3Storage:
     def sweep_temporaries(self, *, looked: Collection[str] = (), found: Sequence[str] = ()) -> list[str]:
         """Nothing to sweep: a PUT is whole or absent."""
         return []
+
+    def sweep_temporaries_under(self, prefix: str) -> list[str]:
+        """Nothing to sweep: a PUT is whole or absent."""
+        return []

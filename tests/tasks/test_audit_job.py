@@ -113,9 +113,13 @@ def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp
     for name in ("model.json", "report.html", "notes.txt"):  # a session folder of an earlier diagnosis
         backend.put(f"reports/train-7b/sessions/gone-session/{name}", b"{}")
     backend.put("reports/train-7b/sessions/readme.txt", b"not a session folder")
+    if backend.name == "local":  # a write killed there (S3 writes leave none)
+        backend.put("reports/train-7b/sessions/gone-session/.model.json.k1lled.tmp", b"{")
     inventory = backend.storage.take_inventory()
     job = inventory.job("train-7b")
-    assert job is not None and job.session_folders == {first, second, "sessions/gone-session"}
+    # S3 lists every report key at once; a local inventory leaves session folders to the job's diagnosis
+    expected = None if backend.name == "local" else {first, second, "sessions/gone-session"}
+    assert job is not None and job.session_folders == expected
 
     # attempt 1 is not diagnosed now
     capped = AuditOptions(diagnose=replace(OPTIONS.diagnose, max_sessions=1), force=True)
@@ -127,6 +131,7 @@ def test_sessions_the_job_no_longer_has_lose_their_reports(backend: Backend, tmp
     assert "reports/train-7b/sessions/gone-session/model.json" not in keys
     assert "reports/train-7b/sessions/gone-session/report.html" not in keys
     assert {"reports/train-7b/sessions/gone-session/notes.txt", "reports/train-7b/sessions/readme.txt"} <= keys
+    assert not any(key.endswith(".tmp") for key in keys)  # swept by the diagnosis
     stored = orjson.loads(backend.get("reports/train-7b/model.json") or b"")
     assert [attempt["report"] for attempt in stored["attempts"]] == [None, f"{second}/report.html"]
 
