@@ -65,9 +65,14 @@ def parquet_bytes(table: pa.Table, *, extra_metadata: Mapping[bytes, bytes] | No
     """One history file: the table in :data:`HISTORY_SCHEMA` with the history footer metadata
     (and ``extra_metadata``: a commit's rows, :mod:`stormwatch.tasks.commits`)."""
     metadata = {**file_metadata(), **(extra_metadata or {})}
-    table = table.select(list(HISTORY_SCHEMA.names)).cast(HISTORY_SCHEMA).replace_schema_metadata(metadata)
+    table = table.select(list(HISTORY_SCHEMA.names)).cast(HISTORY_SCHEMA).replace_schema_metadata(None)
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
+    # no ARROW:schema footer entry: it held the key-value metadata (a commit's rows) a second time,
+    # base64'd, and every column is a plain Parquet type read back the same (bench/README.md,
+    # "Reading the history")
+    with pq.ParquetWriter(sink, table.schema, compression="zstd", store_schema=False) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(metadata)
     return sink.getvalue()
 
 
@@ -98,7 +103,11 @@ def _history_entries(storage: Storage) -> tuple[list[tuple[Entry, date]], list[s
     return files, warnings
 
 
-def _parse(key: str, data: bytes | None, columns: Sequence[str] | None) -> pa.Table:
+def _parse(key: str, data: bytes | None, columns: Sequence[str] | None,
+           names: Collection[str] | None = None) -> pa.Table | None:
+    """The file's ``columns``; None when ``names`` (job names) is given and the file holds none of
+    them: its ``job_name`` column is read first, and the others only where a name matches (a
+    post-job reads one name's runs from every file; bench/README.md, "Reading the history")."""
     if data is None:
         raise HistoryFileError(f"{key}: gone since it was listed")
     try:
@@ -108,6 +117,11 @@ def _parse(key: str, data: bytes | None, columns: Sequence[str] | None) -> pa.Ta
             parquet = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary)
         except KeyError:  # a string column missing: a foreign file, which conform names as such
             parquet = pq.ParquetFile(pa.BufferReader(data))
+        if names is not None and "job_name" in parquet.schema_arrow.names:
+            found = conform(parquet.read(columns=["job_name"]), name=key, schema=READ_SCHEMA, columns=["job_name"])
+            if not pc.any(pc.is_in(pc.cast(found.column("job_name"), pa.string()),
+                                   value_set=pa.array(sorted(names), pa.string()))).as_py():
+                return None
         table = parquet.read(columns=None if columns is None else list(columns))
     except (pa.ArrowException, OSError, ValueError) as error:
         raise DamagedHistoryFileError(f"{key}: not readable as Parquet ({error})") from error
@@ -165,13 +179,14 @@ def read_history(
             chunk = wanted[start:start + workers]
             for key, data in zip(chunk, pool.map(storage.read_report, chunk), strict=True):
                 try:
-                    table = _named(_within(_parse(key, data, columns), since_ns, until_ns), names)
+                    parsed = _parse(key, data, columns, names)
+                    table = None if parsed is None else _named(_within(parsed, since_ns, until_ns), names)
                 except HistoryFileError as error:
                     warnings.append(f"{error}; skipped")
                     if isinstance(error, DamagedHistoryFileError):
                         damaged.append(key)
                     continue
-                if table.num_rows or not tables:  # a file without wanted rows adds nothing but its schema
+                if table is not None and (table.num_rows or not tables):  # no wanted rows: nothing but its schema
                     tables.append(table.replace_schema_metadata(None))
                 keys.append(key)
     if not tables:
