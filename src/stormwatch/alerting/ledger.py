@@ -30,6 +30,8 @@ bytes are never rewritten.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,7 +77,7 @@ def parse_target(text: str) -> tuple[str, ChannelName] | None:
     return receiver or DEFAULT_RECEIVER, _CHANNELS[channel]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChannelOutcome:
     """A channel's state for one finding; ``attempts``: sends tried in the deciding call
     (0 when none was made); ``error``: why the last one failed, secrets redacted."""
@@ -91,7 +93,19 @@ class ChannelOutcome:
         return out
 
 
-@dataclass(frozen=True)
+@functools.lru_cache(maxsize=1024)
+def _outcome(status: str, attempts: int, error: str | None) -> ChannelOutcome:
+    """One shared object per distinct outcome: a ledger repeats a few thousand times over (frozen, so
+    sharing is safe; bench/README.md, "post-job memory")."""
+    return ChannelOutcome(ChannelStatus(status), attempts, error)
+
+
+@functools.lru_cache(maxsize=256)
+def _known_target(name: str) -> bool:
+    return parse_target(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class FindingKey:
     job_id: str
     kind: str
@@ -104,7 +118,7 @@ class FindingKey:
         return f"{self.job_id}|{self.kind}|{self.rank}|{self.signal}|{self.timestamp_ns}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """One ledger line: a finding, its severity, when it was decided (ISO 8601) and each target's state
     (keys: target names; a :class:`ChannelName` is the default receiver's target of that name)."""
@@ -142,24 +156,24 @@ class Decision:
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Decision:
+        # texts that repeat from line to line (kinds, signals, audit times, alert fingerprints) are interned
         key = FindingKey(
             job_id=str(document["job_id"]),
-            kind=str(document["kind"]),
+            kind=sys.intern(str(document["kind"])),
             rank=int(document["rank"]),
-            signal=str(document["signal"]),
+            signal=sys.intern(str(document["signal"])),
             timestamp_ns=int(document["timestamp_ns"]),
         )
         channels: dict[str, ChannelOutcome] = {}
         for name, raw in document["channels"].items():
-            if parse_target(name) is not None:  # a target this version does not know is ignored
+            if _known_target(name):  # a target this version does not know is ignored
                 error = raw.get("error")
-                channels[name] = ChannelOutcome(
-                    ChannelStatus(raw["status"]), int(raw.get("attempts", 0)), None if error is None else str(error)
-                )
-        optional = {name: None if document.get(name) is None else str(document[name])
+                channels[name] = _outcome(raw["status"], int(raw.get("attempts", 0)),
+                                          None if error is None else str(error))
+        optional = {name: None if document.get(name) is None else sys.intern(str(document[name]))
                     for name in ("alert", "state", "silenced_by", "inhibited_by", "claim")}
-        return cls(key=key, severity=Severity(document["severity"]), decided_at=str(document["decided_at"]),
-                   channels=channels, **optional)
+        return cls(key=key, severity=Severity(document["severity"]),
+                   decided_at=sys.intern(str(document["decided_at"])), channels=channels, **optional)
 
 
 @dataclass(frozen=True)
