@@ -169,15 +169,18 @@ def read_history(
     tables: list[pa.Table] = []
     keys: list[str] = []
     damaged: list[str] = []
-    workers = max(1, min(storage.settings.max_concurrency, len(wanted)))
+    # S3 objects are fetched `workers` at a time (each a round trip); a local file is read where it is
+    # parsed, one by one: fetch threads each grew an allocator arena (bench/README.md, "Reading the
+    # history"). A file's footer metadata (its commit's rows) is dropped at once, so what is kept is
+    # the window's rows of ``names`` only.
+    remote = storage.settings.scheme == "s3"
+    workers = max(1, min(storage.settings.max_concurrency, len(wanted))) if remote else 1
     since_ns, until_ns = _ns(since), _ns(until)
-    # fetched `workers` at a time, parsed here one by one: parsing in every fetch thread gave each thread
-    # its own allocator arena (bench/README.md, "Reading the history"); a file's footer metadata (its
-    # commit's rows) is dropped at once, so what is kept is the window's rows of ``names`` only
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="history-read") as pool:
         for start in range(0, len(wanted), workers):
             chunk = wanted[start:start + workers]
-            for key, data in zip(chunk, pool.map(storage.read_report, chunk), strict=True):
+            fetched = pool.map(storage.read_report, chunk) if remote else map(storage.read_report, chunk)
+            for key, data in zip(chunk, fetched, strict=True):
                 try:
                     parsed = _parse(key, data, columns, names)
                     table = None if parsed is None else _named(_within(parsed, since_ns, until_ns), names)
