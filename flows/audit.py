@@ -253,6 +253,7 @@ def audit_jobs(
                                    progress=progress, audit=audit)
         finally:
             close_shared_pools()
+    repaired += [line for outcome in outcomes for line in outcome.repaired]
     fresh = [outcome.row for outcome in outcomes]
     fresh += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
     view = fleet_view(plan, fresh, audit_time=audit_time, days=params.index_days, name_of=options.job_names.name_of,

@@ -97,6 +97,8 @@ class JobOutcome:
     row: FleetRow
     finding: JobFinding | None = None
     history: pa.Table | None = None
+    #: repairs made on the way, one line each (a killed write's temporary file removed)
+    repaired: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -202,9 +204,11 @@ def diagnose_inputs(
     already holds this diagnosis's rows (its inputs and options are those committed; only its outputs
     were missing or damaged): the outcome then brings no history rows, and its row names that file."""
     listed = job.session_folders if listed_sessions is None else listed_sessions
+    swept: list[str] = []
     if listed is None:  # a local inventory did not look into sessions/: killed writes' files are swept now
-        storage.sweep_temporaries_under(f"{job.job_id}/{SESSIONS_FOLDER}")
+        swept = storage.sweep_temporaries_under(f"{job.job_id}/{SESSIONS_FOLDER}")
         listed = listed_folders(storage, job.job_id)
+    repaired = tuple(f"{key}: a killed write's temporary file; removed" for key in swept)
     tree = storage.fetch_job(job.job_id, max_bytes=options.max_bytes,
                              max_artifact_bytes=options.diagnose.limits.max_artifact_bytes, entries=job.entries)
     acting_at = options.acting_at()
@@ -224,8 +228,8 @@ def diagnose_inputs(
     row = replace(row, output_bytes={MODEL_JSON: len(model_json), REPORT_HTML: len(page)})
     finding = _finding(document, options.report_link(storage, report))
     if repair_of is not None:  # a repair: the history has this run already
-        return JobOutcome(replace(row, history_key=repair_of), finding)
-    return JobOutcome(row, finding, history)
+        return JobOutcome(replace(row, history_key=repair_of), finding, repaired=repaired)
+    return JobOutcome(row, finding, history, repaired)
 
 
 def failed_outcome(job_id: str, error: BaseException | str) -> JobOutcome:

@@ -59,6 +59,21 @@ def test_a_stale_temp_file_is_swept(audited: Backend, key: str) -> None:
     assert audit(audited)["repaired"] == []
 
 
+def test_a_temp_file_in_a_session_folder_is_swept_by_its_jobs_next_diagnosis(audited: Backend) -> None:
+    # a write killed there belongs to a diagnosis never committed: the job is diagnosed again (here its
+    # model.json is cut short), and that diagnosis sweeps the folder the inventory does not look into
+    (session,) = sorted({key.rsplit("/", 1)[0] for key in audited.stored_keys()
+                         if key.startswith("reports/critical-job/sessions/")})
+    temporary = f"{session}/.report.html.k3j2h1.tmp"
+    audited.put(temporary, b"<html>")
+    whole = audited.get("reports/critical-job/model.json") or b""
+    audited.put("reports/critical-job/model.json", whole[:10])
+    result = audit(audited)
+    assert f"{temporary.removeprefix('reports/')}: a killed write's temporary file; removed" in result["repaired"]
+    assert audited.get(temporary) is None
+    assert audit(audited)["repaired"] == []
+
+
 def test_a_truncated_model_json_is_rewritten_by_a_plain_audit(audited: Backend) -> None:
     whole = audited.get("reports/critical-job/model.json") or b""
     audited.put("reports/critical-job/model.json", whole[: len(whole) // 2])
