@@ -355,16 +355,25 @@ class LocalStorage:
     def report_uri(self, key: str) -> str:
         return self._report_path(key).as_uri()
 
-    def list_reports(self, prefix: str) -> list[Entry]:
-        """Regular files below ``reports/<prefix>/``, sorted by key; a write's temporary file
-        (``.<name>.*.tmp``) and anything resolving outside the reports folder are left out."""
+    def _existing_folder(self, prefix: str) -> tuple[Path, Path] | None:
+        """The resolved reports folder and ``reports/<prefix>/`` in it; None when either is missing
+        or the prefix resolves outside the reports folder."""
         parts = check_report_key(prefix)
         if not self.reports_dir.is_dir():
-            return []
+            return None
         reports_real = self._real(self.reports_dir, "reports")
         base = reports_real.joinpath(*parts)
         if not base.is_dir() or not _inside(base, reports_real):
+            return None
+        return reports_real, base
+
+    def list_reports(self, prefix: str) -> list[Entry]:
+        """Regular files below ``reports/<prefix>/``, sorted by key; a write's temporary file
+        (``.<name>.*.tmp``) and anything resolving outside the reports folder are left out."""
+        folders = self._existing_folder(prefix)
+        if folders is None:
             return []
+        reports_real, base = folders
         found: list[Entry] = []
         for folder, dirs, files in os.walk(base):
             dirs.sort()
@@ -403,13 +412,10 @@ class LocalStorage:
 
     def sweep_temporaries_under(self, prefix: str) -> list[str]:
         """Unlink the ``.<name>.*.tmp`` files below ``reports/<prefix>/``; their report paths, sorted."""
-        parts = check_report_key(prefix)
-        if not self.reports_dir.is_dir():
+        folders = self._existing_folder(prefix)
+        if folders is None:
             return []
-        reports_real = self._real(self.reports_dir, "reports")
-        base = reports_real.joinpath(*parts)
-        if not base.is_dir() or not _inside(base, reports_real):
-            return []
+        reports_real, base = folders
         removed = []
         for folder, _, files in os.walk(base):
             for name in files:
