@@ -3,11 +3,11 @@
 fleet.json's ``trends``, ``regressions`` and ``suspect_hosts`` are a function of the history files
 in the audit's window (by key, size and version), the audit time, the thresholds and the engine.
 fleet.json records that input as ``history.basis`` (a digest, :func:`comparison_basis`); an audit
-whose own basis is the same (no history file added, removed or rewritten since, the same
-``--as-of`` and thresholds)
-takes those three members as they are, without reading the history (bench/README.md,
-"Unchanged audit"). Any difference, or a fleet.json without a basis, damaged or of another
-version, means they are computed again: the reuse can only ever give what the computation would.
+that diagnoses nothing and whose own basis is the same (no history file added, removed or
+rewritten since, the same ``--as-of`` and thresholds) takes those three members as they are,
+without reading the history (bench/README.md, "Unchanged audit"). Any difference, or a fleet.json
+without a basis, damaged or of another version, means they are computed again: the reuse can
+only ever give what the computation would.
 """
 
 from __future__ import annotations
