@@ -48,8 +48,9 @@ class StoredRuns:
 
 
 def _read(data: bytes, key: str, *, full: bool) -> pd.DataFrame:
-    table = pq.ParquetFile(pa.BufferReader(data)).read(columns=None if full else list(PLAN_COLUMNS))
-    meta = (pq.read_schema(pa.BufferReader(data)).metadata or {}).get(RUNS_METADATA_KEY)
+    parquet = pq.ParquetFile(pa.BufferReader(data))  # one footer parse: the schema's metadata and the columns
+    table = parquet.read(columns=None if full else list(PLAN_COLUMNS))
+    meta = (parquet.schema_arrow.metadata or {}).get(RUNS_METADATA_KEY)
     if meta is None or not isinstance(orjson.loads(meta), dict):
         raise ValueError("no runs metadata in its footer")
     missing = set(PLAN_COLUMNS) - set(table.column_names)
