@@ -21,8 +21,9 @@ Scenarios (each a fresh storage root; the oracle is the same nights with nothing
             each rerun at once (same --as-of)
   steps     a kill before and after each kind of write an audit makes, in order (per-job model.json and
             report.html, reports/.commits/*, reports/history/*, fleet.json, fleet.parquet, index.html, the
-            claim and the settle of alerts.json (its writes 1 and 2), the ledger segment, and the second
-            fleet.json / index.html after notifying): 25 points, one per night over 5 runs, each rerun at once
+            claim and the settle of alerts.json (its writes 1 and 2), the ledger's archive and carried file, and
+            the second fleet.json / index.html after notifying): 26 points, one per night over 6 runs (the last
+            one short), each rerun at once
   concurrent  two plain audits started 0-100 ms apart every night: exactly one may work, the other exits 1
   lease     night 1: killed, its lease record then names another host: audits retried every second until
             one gets the lease (the 2-minute expiry); night 2: the same, then `audit --break-lease` (it
@@ -117,7 +118,8 @@ STEP_POINTS = (
     "before:fleet.json:1", "after:fleet.json:1", "before:fleet.parquet:1", "after:fleet.parquet:1",
     "before:index.html:1", "after:index.html:1",
     "before:alerts.json:1", "after:alerts.json:1",  # the claim (nights with sends)
-    "before:.ledger/*:1", "after:.ledger/*:1",  # the ledger write: the audit's night segment
+    # the ledger fold: the night's archive, then notifications.jsonl carried (tasks/notify/ledger_store.py)
+    "before:.ledger-archive/*:1", "after:.ledger-archive/*:1", "after:notifications.jsonl:1",
     "before:alerts.json:2", "after:alerts.json:2",  # the settle
     "before:fleet.json:2", "after:fleet.json:2", "before:index.html:2", "after:index.html:2",  # after notifying
 )
@@ -860,8 +862,9 @@ class NightRun:
                                         f"{' | '.join(audit.output(600).splitlines()[-4:])}")
 
     def ledger(self) -> bytes:
-        """notifications.jsonl and every ledger segment, as a reader joins them."""
-        keys = ["reports/notifications.jsonl", *sorted(self.store.keys("reports/.ledger/"))]
+        """notifications.jsonl, every ledger segment and every archive: changed by any ledger write."""
+        keys = ["reports/notifications.jsonl", *sorted(self.store.keys("reports/.ledger/")),
+                *sorted(self.store.keys("reports/.ledger-archive/"))]
         return b"".join(self.store.get(key) or b"" for key in keys)
 
     def killed(self, night: int, kill: Kill) -> Audit:
@@ -1062,8 +1065,8 @@ def step_plans(points: Sequence[str]) -> tuple[Plan, ...]:
 def scenarios(short: bool, rng: random.Random) -> list[Scenario]:
     if short:
         kills = {1: Kill(fraction=rng.uniform(0.2, 0.7)), 2: Kill(point="after:.commits/*:1"),
-                 3: Kill(point="after:alerts.json:1"), 4: Kill(point="before:.ledger/*:1"),
-                 5: Kill(point="after:.ledger/*:1")}
+                 3: Kill(point="after:alerts.json:1"), 4: Kill(point="before:.ledger-archive/*:1"),
+                 5: Kill(point="after:.ledger-archive/*:1")}
         return [Scenario("short", "5 kills over 5 nights: a random time, after the commit, after the claim, "
                          "before and after the ledger write", (Plan(kills=kills),))]
     found = [

@@ -237,7 +237,7 @@ def _notify_once(
 ) -> dict[str, object]:
     found = read_ledger_bytes(storage)
     read = found.data
-    state = read_ledger(read)  # once: the ledger holds a line per decision ever made
+    state = read_ledger(read)  # once (the newest line of each alert, and the lines since the last audit)
     ledger, repaired = repair_ledger(storage, read, now=now, state=state) if whole else (read, ())
     if repaired:  # notifications.jsonl holds every segment's lines now: the write below deletes them
         state = read_ledger(ledger)

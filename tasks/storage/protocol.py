@@ -49,6 +49,8 @@ FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY
                                DAMAGED_FOLDER})
 LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (stormwatch.tasks.storage.lease), never a job id
 LEDGER_FOLDER = ".ledger"  # reports/.ledger/<stamp>-<token>.jsonl: ledger lines of writers without the audit lease
+#: reports/.ledger-archive/<stamp>-<token>.jsonl: the ledger lines a fold moved out (stormwatch.alerting.ledger_carry)
+LEDGER_ARCHIVE_FOLDER = ".ledger-archive"
 COMMITS_FOLDER = ".commits"  # reports/.commits/<batch>.parquet: jobs done, not yet in fleet.json (tasks.commits)
 
 StorageScheme = Literal["file", "s3"]
@@ -165,8 +167,8 @@ def job_problem(raw: str) -> str | None:
         problem = "collides with the reports' lease folder name"
     elif problem is None and raw == COMMITS_FOLDER:
         problem = "collides with the reports' commit folder name"
-    elif problem is None and raw == LEDGER_FOLDER:
-        problem = "collides with the reports' ledger folder name"
+    elif problem is None and raw in (LEDGER_FOLDER, LEDGER_ARCHIVE_FOLDER):
+        problem = "collides with the reports' ledger folder names"
     elif problem is None and raw == FLEET_STATE_FOLDER:
         problem = "collides with the reports' runs folder name"
     return problem

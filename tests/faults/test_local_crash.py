@@ -14,7 +14,6 @@ import pytest
 
 from stormwatch.outputs.fleet import FleetRow
 from stormwatch.tasks.audit_job import AuditOptions, audit_one
-from stormwatch.tasks.notify import ledger_store
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import notify_step
 from stormwatch.tasks.publish import publish_fleet
@@ -81,7 +80,6 @@ def test_a_local_write_crashing_midway_keeps_the_old_file_and_no_temporary(
             raise OSError("simulated crash before the rename")
         real_replace(source, destination)
 
-    monkeypatch.setattr(ledger_store, "FOLD_AFTER_NIGHTS", 1)  # every audit folds: the file is rewritten
     if crash == "fsync":
         monkeypatch.setattr(os, "fsync", half_then_crash)
     else:

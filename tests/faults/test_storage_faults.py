@@ -171,7 +171,7 @@ def test_audits_complete_through_faults_on_every_step(proxied: Proxied, fleet_fi
     assert proxied.proxy.injected() == planned(COLD_PLAN)
     cold_retries = proxied.counter.retries
     assert cold_retries >= sum(plan.times for plan in COLD_PLAN if plan.fault is not Fault.TRUNCATE)
-    ledger = proxied.direct.get("reports/notifications.jsonl") or b""
+    ledger = ledger_bytes(proxied.direct.get, proxied.direct.stored_keys())  # every decision so far
     assert b"critical-job" in ledger
 
     proxied.proxy.clear()
@@ -243,7 +243,8 @@ def test_outputs_stay_old_or_new_when_their_writes_fail(proxied: Proxied, fleet_
     ledger_of_before = ledger_bytes(direct.get, direct.stored_keys())
 
     # every write of critical-job's reports and of the ledger (its file, its segments) has its body cut short
-    for key in ("*/reports/critical-job/*", "*/reports/notifications.jsonl", "*/reports/.ledger/*"):
+    for key in ("*/reports/critical-job/*", "*/reports/notifications.jsonl", "*/reports/.ledger/*",
+                "*/reports/.ledger-archive/*"):
         proxied.proxy.inject(Fault.TRUNCATE_REQUEST, ops={Op.PUT}, key=key, times=None)
     second = run(proxied, force=True)
     assert second["failed"] == ["critical-job"] and "error" in second["notifications"]

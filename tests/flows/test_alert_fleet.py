@@ -46,6 +46,7 @@ from stormwatch.tasks.publish import publish_fleet
 from stormwatch.tasks.storage.local import LocalStorage
 from stormwatch.tasks.storage.protocol import StorageSettings
 from tests import builders as b
+from tests.ledger_files import ledger_lines_at
 from tests.model_builders import build_collective_synchronized
 from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, webhook_server
 
@@ -220,7 +221,7 @@ def test_thirty_nights_of_alerts(tmp_path: Path, webhook: WebhookServer, llama_h
     # gpt: silenced from start to end, never sent; llama-70b: warnings only, never sent
     everything = orjson.dumps([post for posts in seen.values() for _, post in posts]).decode() + str(mails)
     assert "gpt-" not in everything and "llama-70b" not in everything
-    ledger = [orjson.loads(line) for line in (read_ledger_bytes(storage).data or b"").splitlines()]
+    ledger = ledger_lines_at(storage.root)  # every decision: the archives, then what followed
     gpt_lines = [line for line in ledger if line.get("job_id", "").startswith("gpt-") and line["state"] != "resolved"]
     assert gpt_lines and all(line["silenced_by"] == gpt.id for line in gpt_lines if line["kind"] == "most_severe")
     # vit's OOM: one message, its ranks' findings folded into it

@@ -25,7 +25,9 @@ The latest line of a key is its current state. Identity is the five fields, not 
 deciding audit's ``claim`` token: the ledger is written before the alert state settles, so a
 later audit that finds that claim still in alerts.json reads here what the sends came to.
 Unreadable lines (a torn last write) are skipped with a problem noted, never fatal; existing
-bytes are never rewritten.
+bytes are never rewritten, except by an audit's fold, which keeps the newest line of each alert
+behind a ``"type": "carried"`` line, every line read moved to an archive first
+(:mod:`stormwatch.alerting.ledger_carry`).
 """
 
 from __future__ import annotations
@@ -224,6 +226,8 @@ def read_ledger(data: bytes | None) -> LedgerState:
                 note = ConfigNote.from_json(document)
                 config[note.file] = note
                 continue
+            if isinstance(document, dict) and document.get("type") == "carried":
+                continue  # a carried ledger's first line (stormwatch.alerting.ledger_carry)
             decision = Decision.from_json(document)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             problems.append(f"notifications.jsonl line {number}: unreadable ({type(exc).__name__}); skipped")

@@ -19,12 +19,12 @@ from stormwatch.outputs.fleet import JobStatus, row_from_document
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.tasks.notify.config_store import change_silences
 from stormwatch.tasks.notify.dispatch import notify_jobs
-from stormwatch.tasks.notify.ledger_store import read_ledger_bytes
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import UnchangedJob, commit_alerts, notify_step
 from stormwatch.tasks.publish import publish_fleet
 from stormwatch.tasks.storage.local import LocalStorage
 from stormwatch.tasks.storage.protocol import ALERTS_KEY, StorageSettings, model_json_key
+from tests.ledger_files import ledger_lines_at
 from tests.stormwatch.alerting.documents import document
 from tests.tasks.notify.servers import SmtpRecorder, WebhookServer, webhook_server
 from tests.tasks.notify.test_notify import settings, slack_text
@@ -62,7 +62,8 @@ def finding(name: str, job_id: str) -> JobFinding:
 
 
 def ledger(storage: LocalStorage) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in (read_ledger_bytes(storage).data or b"").splitlines()]
+    """Every decision line so far (the archives, then what was decided since)."""
+    return ledger_lines_at(storage.root)
 
 
 def alert_statuses(storage: LocalStorage) -> dict[str, str]:
@@ -368,7 +369,11 @@ def test_garbage_ledger_lines_are_taken_out_once_and_the_file_kept(storage: Loca
     assert problem == (f"reports/notifications.jsonl lines 1, {lines + 2} unreadable: taken out, the file as it "
                        f"was kept as reports/{kept}")
     assert storage.read_report(kept) == damaged
-    assert (storage.read_report("notifications.jsonl") or b"").startswith(good)
+    # the repaired ledger is folded at once: its readable lines archived, the newest of each alert carried
+    archive = storage.list_reports(".ledger-archive")[-1]
+    assert (storage.read_report(archive.key) or b"").startswith(good)
+    carried = (storage.read_report("notifications.jsonl") or b"").splitlines(keepends=True)
+    assert b'"type":"carried"' in carried[0] and set(carried[1:]) <= set(good.splitlines(keepends=True))
     assert result["sent"] == 0 and len(webhook.posts) == 1  # nothing the good lines record is sent again
     later = notify_step(storage, [], settings=quiet, now=NOW + timedelta(days=2))
     assert not [p for p in later["problems"] if "unreadable" in p]  # repaired: said once, not every night
