@@ -14,6 +14,7 @@ from typing import Any
 from stormwatch.analysis.model import AnomalyIndicator, IndicatorKind, RankDiagnosticsRow
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.events.sessions import SessionSummary
+from stormwatch.formats.oom_dump import OomDump
 from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.reports.charts import Anomaly, RankChart, chart_buckets, rank_chart
@@ -208,12 +209,20 @@ def _anomalies(
     return anomalies, first_anomalies
 
 
+def oom_sentences(dumps: Sequence[OomDump]) -> dict[int, str]:
+    """By rank, what its OOM dump says (``Out of memory on rank 3: tried to allocate ...``), for the
+    ranks with exactly one dump: with several, which OOM marker each explains is not known."""
+    ranks = [dump.rank for dump in dumps]
+    sentence = {dump.rank: dump.sentence() for dump in dumps if dump.rank is not None and ranks.count(dump.rank) == 1}
+    return {rank: text[:1].upper() + text[1:] for rank, text in sentence.items() if rank is not None}
+
+
 def job_view(document: JobDocument) -> JobView:
     """Everything the job template shows, computed from one model.json document."""
     model = document.model
     frame, timelines = load_timelines(document)
     origin = frame.origin_ns
-    marks = rank_marks(model, frame)
+    marks = rank_marks(model, frame, oom_text=oom_sentences(document.oom_dumps))
     anomalies, first_anomalies = _anomalies(model.rows, model.indicators, origin)
     indicator_ranks = [item.rank for item in model.indicators]
     anomalous = [row.rank for row in model.rows if row.has_anomaly]

@@ -95,9 +95,12 @@ def _depth(marker: TimelineMarker) -> int:
     return marker.label.count(" / ") + 1
 
 
-def rank_marks(model: DiagnosticsModel, frame: TimeFrame) -> dict[int, RankMarks]:
-    """Every rank's point markers and phases, in time order."""
+def rank_marks(model: DiagnosticsModel, frame: TimeFrame, *, oom_text: Mapping[int, str] | None = None
+               ) -> dict[int, RankMarks]:
+    """Every rank's point markers and phases, in time order; ``oom_text``: by rank, what its OOM
+    flight-recorder dump says, which labels that rank's OOM markers."""
     out: dict[int, RankMarks] = {}
+    said = oom_text or {}
     for rank, markers in model.markers_by_rank.items():
         points, phases = [], []
         for marker in markers:
@@ -109,6 +112,8 @@ def rank_marks(model: DiagnosticsModel, frame: TimeFrame) -> dict[int, RankMarks
                                         depth=_depth(marker),
                                         title=f"{label} from {format_offset(start_ns, frame.origin_ns)}, {duration}"))
                 continue
+            if kind == MarkerKind.OOM and rank in said:
+                label = said[rank]
             points.append(MarkerView(
                 rank=rank, start_ns=start_ns, start_s=frame.seconds(start_ns), kind=kind,
                 severity=_known(marker.severity, KNOWN_SEVERITIES), label=label,

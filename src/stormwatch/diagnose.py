@@ -197,7 +197,7 @@ def diagnose_loaded(
         available = expected_ranks(events["rank"].to_numpy(), events["world_size"].to_numpy())
         selected = parse_rank_filter(options.ranks, available)
     model = build_model(loaded.events, selected, collective_preset=options.preset)
-    verdict = decide_verdict(model, events=len(loaded.events), fail_on=options.fail_on)
+    verdict = decide_verdict(model, events=len(loaded.events), fail_on=options.fail_on, oom_dumps=loaded.oom_dumps)
     document = session_document(
         loaded,
         model,

@@ -37,9 +37,11 @@ from stormwatch.events.sessions import (
 )
 from stormwatch.formats.arrow_reader import side_by_side
 from stormwatch.formats.bundle import RankAllocator
+from stormwatch.formats.oom_dump import OomDump
 from stormwatch.load.artifact import Reading, UnitResult, load_unit, needs_allocator, register_ranks
 from stormwatch.load.cut_short import CutShortFile, placed, relative_to
 from stormwatch.load.discover import Unit, UnitKind, discover, unit_for_file
+from stormwatch.load.dump_evidence import is_dump, not_held, read_dump_metadata
 from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.tree import ArtifactTree, LocalTree
@@ -65,7 +67,8 @@ class LoadResult:
 
     ``events`` are the selected session's events (canonical columns, time order);
     ``sessions`` every session found, in selection order, with event counts; ``cut_short`` the
-    job's files whose last record was cut short (every session's, as ``warnings`` are), in load order.
+    job's files whose last record was cut short (every session's, as ``warnings`` are), in load order;
+    ``oom_dumps`` what the job's OOM flight-recorder dumps say (every session's), in load order.
     """
 
     events: pd.DataFrame
@@ -75,6 +78,7 @@ class LoadResult:
     sources_loaded: tuple[str, ...]
     markers: tuple[TimelineMarker, ...]
     cut_short: tuple[CutShortFile, ...] = ()
+    oom_dumps: tuple[OomDump, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +97,7 @@ class JobLoad:
     warnings: tuple[str, ...]
     sources_loaded: tuple[str, ...]
     cut_short: tuple[CutShortFile, ...] = ()
+    oom_dumps: tuple[OomDump, ...] = ()
 
     @property
     def sessions(self) -> tuple[SessionSummary, ...]:
@@ -123,6 +128,7 @@ class JobLoad:
             sources_loaded=self.sources_loaded,
             markers=derive_markers(events),
             cut_short=self.cut_short,
+            oom_dumps=self.oom_dumps,
         )
 
 
@@ -137,6 +143,7 @@ class _State:
     events: int = 0  # events loaded so far, across every unit of the job
     cut_short: list[CutShortFile] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)  # session id -> the legacy merge that replaced it
+    dumps: list[OomDump] = field(default_factory=list)
 
     def merge_legacy(self, parts: list[SessionPart]) -> SessionPart:
         """Legacy parts as one session (:func:`merge_legacy`), remembering which ids it replaced."""
@@ -224,26 +231,47 @@ def _load_units(
 
 
 def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *, listed: bool = True) -> None:
-    """Each unit as its own input (an explicit file, or an artifact of a job folder)."""
-    for result in _load_units(state, inputs, listed=listed):
+    """Each unit as its own input (an explicit file, or an artifact of a job folder); OOM dumps'
+    events last, those no other file holds (:mod:`stormwatch.load.dump_evidence`)."""
+    held: list[SessionPart] = []
+    for (tree, unit), result in zip(inputs, _load_units(state, inputs, listed=listed), strict=True):
         state.warnings.extend(result.warnings)
         state.cut_short.extend(result.cut_short)
+        if is_dump(unit):
+            _read_dump(state, tree, unit)
         if result.legacy_flat:
             state.legacy.extend(result.parts)
             continue
         if len(result.parts) == 1:
             state.candidates.add(result.parts[0].summary.session_id)
-        state.accumulator.add(result.parts)
+        (held.extend if is_dump(unit) else state.accumulator.add)(result.parts)
+    state.accumulator.add(not_held(held, state.accumulator))
+
+
+def _read_dump(state: _State, tree: ArtifactTree, unit: Unit) -> None:
+    dump, problem = read_dump_metadata(tree, unit)
+    if dump is not None:
+        state.dumps.append(dump)
+    if problem is not None:
+        state.warnings.append(problem)
 
 
 def _folder_input(state: _State, tree: LocalTree) -> None:
     """A folder among several paths: its artifacts merge into its own sessions."""
     inner = Accumulator()
     legacy: list[SessionPart] = []
-    for result in _load_units(state, [(tree, unit) for unit in discover(tree)]):
+    held: list[SessionPart] = []
+    inputs = [(tree, unit) for unit in discover(tree)]
+    for (_, unit), result in zip(inputs, _load_units(state, inputs), strict=True):
         state.warnings.extend(result.warnings)
         state.cut_short.extend(result.cut_short)
+        if is_dump(unit):
+            _read_dump(state, tree, unit)
+        if is_dump(unit) and not result.legacy_flat:
+            held.extend(result.parts)
+            continue
         (legacy.extend if result.legacy_flat else inner.add)(result.parts)
+    inner.add(not_held(held, inner))
     if legacy:
         inner.add([state.merge_legacy(legacy)])
     parts = inner.finalize()
@@ -269,6 +297,7 @@ def _finish(state: _State) -> JobLoad:
         warnings=unique([*state.warnings, *(w for p in sessions for w in p.warnings)]),
         sources_loaded=tuple(sorted({s for p in sessions for s in p.sources})),
         cut_short=placed(state.cut_short, sessions, renamed=state.renamed) if state.cut_short else (),
+        oom_dumps=tuple(state.dumps),
     )
 
 

@@ -11,7 +11,8 @@ the order model.json writes them:
 - ``selected_session_id``, ``sessions`` (every session the loader found, with ``events`` for
   :attr:`~stormwatch.events.sessions.SessionSummary.event_count`), ``sources_loaded``, ``warnings``
   (the loader's, the cut-short sentences, the job's own), ``cut_short``
-  (:mod:`stormwatch.outputs.cut_short`), ``verdict``;
+  (:mod:`stormwatch.outputs.cut_short`), ``oom_dumps`` (only when the job has OOM flight-recorder
+  dumps: what each says, :class:`~stormwatch.formats.oom_dump.OomDump`), ``verdict``;
 - ``model`` (the reference's diagnostics model, :mod:`stormwatch.outputs.document_model`) and
   ``fleet`` beside it (:mod:`stormwatch.outputs.document_fleet`);
 - in a job document only: ``attempts`` (:mod:`stormwatch.outputs.document_attempts`), ``session_count``
@@ -37,6 +38,7 @@ import orjson
 
 from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.events.sessions import SessionStatus, SessionSummary
+from stormwatch.formats.oom_dump import OomDump
 from stormwatch.history.job_regression import RegressionSummary
 from stormwatch.outputs.cut_short import CutShortEntry
 from stormwatch.outputs.document_attempts import AttemptEntry
@@ -159,6 +161,7 @@ class JobDocument:
     sources_loaded: tuple[str, ...]
     warnings: tuple[str, ...]
     cut_short: tuple[CutShortEntry, ...] = ()
+    oom_dumps: tuple[OomDump, ...] = ()
     verdict: Verdict
     model: DiagnosticsModel
     fleet: FleetMember | None = None
@@ -186,6 +189,7 @@ class JobDocument:
             "sessions": [_session_data(summary) for summary in self.sessions],
             "sources_loaded": list(self.sources_loaded), "warnings": list(self.warnings),
             "cut_short": [entry.as_json() for entry in self.cut_short],
+            **({"oom_dumps": [dump.as_json() for dump in self.oom_dumps]} if self.oom_dumps else {}),
             "verdict": _verdict_data(self.verdict), "model": self.model,
             "fleet": None if self.fleet is None else self.fleet.as_json(),
         }
@@ -241,6 +245,7 @@ class JobDocument:
                 selected_session_id=members.optional_text("selected_session_id"),
                 sessions=members.each("sessions", _session), sources_loaded=members.texts("sources_loaded"),
                 warnings=members.texts("warnings"), cut_short=members.each("cut_short", CutShortEntry.from_json, ()),
+                oom_dumps=_oom_dumps(members),
                 verdict=_verdict(members.member("verdict")), model=model_from_json(members.member("model")),
                 fleet=None if fleet is None else FleetMember.from_json(fleet), **_job_members(members),
             )
@@ -269,3 +274,10 @@ class JobDocument:
         return dataclasses.replace(self, options=RecordedOptions.from_json(safe.member("options")),
                                    warnings=(*self.warnings, *safe.texts("warnings")),
                                    verdict=_verdict(safe.member("verdict")), **_job_members(safe))
+
+
+def _oom_dumps(members: Members) -> tuple[OomDump, ...]:
+    items = members.array("oom_dumps", ())
+    if not all(isinstance(item, Mapping) and isinstance(item.get("folder"), str) for item in items):
+        raise members.error("oom_dumps", "holds an entry that is not an object with a folder")
+    return tuple(OomDump.from_json(dict(item)) for item in items)

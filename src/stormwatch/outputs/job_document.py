@@ -62,7 +62,8 @@ def session_document(
         input_fingerprint=fingerprint, options=RecordedOptions(options), selected_session_id=selected,
         sessions=loaded.sessions, sources_loaded=loaded.sources_loaded,
         warnings=(*loaded.warnings, *cut_short_warnings(loaded.cut_short, selected_session_id=selected)),
-        cut_short=tuple(CutShortEntry.of(file) for file in loaded.cut_short), verdict=verdict, model=model,
+        cut_short=tuple(CutShortEntry.of(file) for file in loaded.cut_short), oom_dumps=loaded.oom_dumps,
+        verdict=verdict, model=model,
         fleet=None if fleet is None else FleetMember(facts=fleet),
     )
     # telemetry's own strings, integers and nesting reach the document unchecked: what it holds is what

@@ -7,12 +7,13 @@ The verdict is the worst first-cause severity (missing ranks count as a warning)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.analysis.rank_filter import format_ranks
+from stormwatch.formats.oom_dump import OomDump
 from stormwatch.severity import FailOn, Severity
 
 
@@ -73,8 +74,10 @@ class Verdict:
         return self.status.severity
 
 
-def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = FailOn.NEVER) -> Verdict:
-    """Worst first-cause severity, raised to warning when ranks are missing."""
+def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = FailOn.NEVER,
+                   oom_dumps: Sequence[OomDump] = ()) -> Verdict:
+    """Worst first-cause severity, raised to warning when ranks are missing; the summary ends with what
+    the job's OOM flight-recorder dumps say (``out of memory on rank 3: tried to allocate ...``)."""
     if events == 0:
         return Verdict(VerdictStatus.EMPTY, ExitCode.NOTHING_LOADABLE, "No telemetry events could be loaded.")
     worst = max((Severity(item.severity) for item in model.indicators), key=lambda s: s.level, default=None)
@@ -87,6 +90,7 @@ def decide_verdict(model: DiagnosticsModel, *, events: int, fail_on: FailOn = Fa
         parts.append(f"most severe: {first.signal} on rank {first.rank} ({first.severity})")
     if model.missing_ranks:
         parts.append(f"missing ranks {format_ranks(model.missing_ranks)}")
+    parts += list(dict.fromkeys(dump.sentence() for dump in oom_dumps))
     present = len(model.present_ranks)
     summary = f"{status.value}: {present}/{len(model.expected_ranks)} ranks present" + (
         "; " + "; ".join(parts) if parts else "; no anomalies"
