@@ -7,8 +7,8 @@ off at the end of the file (it is never closed, or its last record stops partway
 file was cut short, and :attr:`~stormwatch.formats.jsonl.ParsedEvents.cut_short_bytes`
 says how many bytes followed its last complete record.
 
-The schema v2/v3 records of a valid document take the columnar path
-(:mod:`stormwatch.formats.json_table`); every other record (legacy or v4, not an
+The schema v2/v3/v4 records of a valid document take the columnar path
+(:mod:`stormwatch.formats.json_table`); every other record (legacy, not an
 object, a value the columnar path cannot hold or a rule it finds broken), and
 every record of a salvaged array, is read on its own by ``normalise_record``.
 """
@@ -27,6 +27,7 @@ import pandas as pd
 from stormwatch.events.frame import concat_frames, empty_frame, frame_from_rows
 from stormwatch.events.records import normalise_record
 from stormwatch.events.schema import RecordError
+from stormwatch.events.sessions import summary_from_mapping
 from stormwatch.formats.bad_input import describe_problems
 from stormwatch.formats.json_table import record_table
 from stormwatch.formats.json_value import TooDeepError, parse_json_value
@@ -41,6 +42,10 @@ _EVENT_HINT_KEYS = (
     "timestamp",
     "timestamp_ns",
 )
+
+#: The key of a tracker result's events (stormlog's ``TrackingResult.to_dict()``), read
+#: only when the object has no ``events`` list, as stormlog reads it.
+TRACKED_EVENTS_KEY = "telemetry_events"
 
 
 class NotTelemetryError(ValueError):
@@ -98,16 +103,46 @@ def _salvage_array(text: str) -> _Salvage:
 
 
 def records_of(payload: Any) -> list[Any]:
-    """The records of a parsed JSON payload, by stormlog's rules."""
+    """The records of a parsed JSON payload, by stormlog's rules: an array; an object's
+    ``events``; a tracker result's ``telemetry_events`` (see :func:`_tracked_records`);
+    an object that looks like one record."""
     if isinstance(payload, list):
         return payload
     if isinstance(payload, Mapping):
         if isinstance(payload.get("events"), list):
             return list(payload["events"])
+        if isinstance(payload.get(TRACKED_EVENTS_KEY), list):
+            return _tracked_records(payload)
         if any(key in payload for key in _EVENT_HINT_KEYS):
             return [payload]
         raise NotTelemetryError("JSON payload does not contain telemetry events")
     raise NotTelemetryError("telemetry payload must be a JSON object or array")
+
+
+def _tracked_records(payload: Mapping[str, Any]) -> list[Any]:
+    """``telemetry_events`` of a tracker result (stormlog 0.4.3's MLX ``tracking.json``,
+    ``TrackingResult.to_dict()``). As stormlog, when its ``session_summary`` is an object
+    the whole file stands or falls with it: the summary must be valid and every record
+    (every object: other records are refused one by one) must carry its session id, else
+    :class:`NotTelemetryError` names the first record that does not."""
+    records: list[Any] = payload[TRACKED_EVENTS_KEY]
+    stated = payload.get("session_summary")
+    if not isinstance(stated, Mapping):
+        return records
+    try:
+        session_id = summary_from_mapping(stated).session_id
+    except ValueError as exc:
+        raise NotTelemetryError(f"invalid tracker session_summary: {exc}") from exc
+    # A plain scan of the parsed dicts (nothing made per record): stormlog refuses the file
+    # on the first mismatch, so no table is worth building first.
+    stray = next((number for number, record in enumerate(records, start=1)
+                  if type(record) is dict and record.get("session_id") != session_id), None)
+    if stray is not None:
+        raise NotTelemetryError(
+            f"tracker session summary does not match telemetry event identity: record {stray}'s "
+            f"session_id is {records[stray - 1].get('session_id')!r}, the summary's {session_id!r}"
+        )
+    return records
 
 
 def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
@@ -147,7 +182,7 @@ def _events(
     records: list[Any], numbers: Sequence[int], *, columnar: bool, default_session_id: str
 ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     """Events of the records in order, and (number, reason) problems (``numbers``: each record's
-    number in warnings); schema v2/v3 records on the columnar path (when ``columnar``, see
+    number in warnings); schema v2/v3/v4 records on the columnar path (when ``columnar``, see
     :mod:`stormwatch.formats.json_table`), every other record one by one."""
     fast = record_table(records, default_session_id=default_session_id) if columnar else None
     rest = range(len(records)) if fast is None else fast.rest.tolist()

@@ -1,13 +1,14 @@
-"""The columnar path of JSON documents: parsed schema v2/v3 records as one typed table.
+"""The columnar path of JSON documents: parsed schema v2/v3/v4 records as one typed table.
 
 A JSON document (an array of records, or an object holding ``events``) is parsed
 whole (:func:`~stormwatch.formats.json_value.parse_json_value`); this module turns
-its schema v2/v3 records into the table :func:`~stormwatch.formats.table_events.table_events`
-validates column by column: one Python list per known field, gathered from the
-record dicts, then one Arrow array typed as :data:`~stormwatch.formats.arrow_reader.SCHEMA`
-says, and ``metadata`` as a struct column inferred from the metadata dicts. The
-dicts themselves answer what the table cannot (``key in record``; the metadata
-``dict`` of non-sample rows).
+its schema v2/v3/v4 records (v4: stormlog 0.4.3's exports and MLX ``tracking.json``)
+into the table :func:`~stormwatch.formats.table_events.table_events` validates
+column by column: one Python list per known field, gathered from the record dicts,
+then one Arrow array typed as :data:`~stormwatch.formats.arrow_reader.SCHEMA` says,
+and ``metadata`` as a struct column inferred from the metadata dicts. The dicts
+themselves answer what the table cannot (``key in record``; the metadata ``dict``
+of non-sample rows and of every v4 row).
 
 Records whose values the table cannot hold faithfully take the record-by-record
 path instead: a value of the wrong JSON type in a known field (Arrow would cast a
@@ -147,17 +148,22 @@ def _table(records: list[dict[str, Any]], arrays: dict[str, pa.Array], metadata:
     return pa.table(columns)
 
 
-def _schema_v2_v3(records: list[Any]) -> np.ndarray:
-    """Positions of the records that are objects with ``schema_version`` 2 or 3 (an integer)."""
+#: The schema versions :func:`~stormwatch.formats.table_events.table_events` checks column by column.
+_COLUMNAR_VERSIONS = frozenset({2, 3, 4})
+
+
+def _columnar_records(records: list[Any]) -> np.ndarray:
+    """Positions of the records that are objects with ``schema_version`` 2, 3 or 4 (an integer)."""
     return np.flatnonzero(
-        [type(record) is dict and type(v := record.get("schema_version")) is int and v in (2, 3) for record in records]
+        [type(record) is dict and type(v := record.get("schema_version")) is int and v in _COLUMNAR_VERSIONS
+         for record in records]
     )
 
 
 def record_table(records: list[Any], *, default_session_id: str) -> RecordTable | None:
-    """The document's schema v2/v3 records as canonical events (see the module doc), or None
+    """The document's schema v2/v3/v4 records as canonical events (see the module doc), or None
     when the file should take the record-by-record path as a whole."""
-    positions = _schema_v2_v3(records)
+    positions = _columnar_records(records)
     chosen: list[dict[str, Any]] = []
     arrays: dict[str, pa.Array] = {}
     while positions.size:
