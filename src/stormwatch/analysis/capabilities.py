@@ -69,7 +69,7 @@ def fragmentation_ratios(columns: JobColumns, positions: np.ndarray) -> np.ndarr
 
 def capability_warnings(columns: JobColumns) -> list[str]:
     """stormlog 0.4.3's warnings when v4 samples lack allocator counters or forbid fragmentation analysis."""
-    if not columns.is_v4.any():
+    if not columns.nullable_counters:
         return []
     samples = np.flatnonzero(columns.is_sample)
     allocator = samples[columns.has_allocated[samples] & columns.has_reserved[samples]]

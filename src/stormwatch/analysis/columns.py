@@ -141,6 +141,20 @@ class JobColumns:
         return len(self.timestamp_ns)
 
     @cached_property
+    def nullable_counters(self) -> bool:
+        """Whether the job follows stormlog 0.4.3 (nullable counters) rather than 0.3.5.
+
+        The rule: the job holds at least one schema-v4 event (``schema_version`` 4, as the
+        loader records stormlog 0.4.x records), counted over every event before any rank
+        filter. Capabilities play no part: 0.4.3 writes ``None`` wherever a rank has no
+        counter to report (a missing rank, a rank without samples) whatever the data's
+        schema, so the only choice is which reference a job follows; 0.3.5 rejects v4
+        records, so a job with any of them can only be 0.4.3's, and a job with none is
+        0.3.5's (which writes 0 there).
+        """
+        return bool(self.is_v4.any())
+
+    @cached_property
     def allocator_complete(self) -> np.ndarray:
         """Events with allocated, reserved and device-used counters (always true before schema v4)."""
         return self.has_allocated & self.has_reserved & self.has_used

@@ -88,10 +88,13 @@ class DiagnosticsModel:
     markers_by_rank: dict[int, tuple[TimelineMarker, ...]] = field(default_factory=dict)
 
 
-def _missing_row(rank: int) -> RankDiagnosticsRow:
-    return RankDiagnosticsRow(rank=rank, availability="missing", samples=0, allocated_delta_bytes=0,
-                              reserved_delta_bytes=0, hidden_gap_latest_bytes=0, hidden_gap_peak_abs_bytes=0,
-                              has_anomaly=False)
+def _missing_row(rank: int, *, nullable: bool) -> RankDiagnosticsRow:
+    """An expected rank without events: no counters, so 0.4.3's ``None`` (``nullable``,
+    see :attr:`JobColumns.nullable_counters`) or 0.3.5's 0 bytes."""
+    nothing = None if nullable else 0
+    return RankDiagnosticsRow(rank=rank, availability="missing", samples=0, allocated_delta_bytes=nothing,
+                              reserved_delta_bytes=nothing, hidden_gap_latest_bytes=nothing,
+                              hidden_gap_peak_abs_bytes=nothing, has_anomaly=False)
 
 
 def _delta(values: np.ndarray, present: np.ndarray, first: int, last: int) -> int | None:
@@ -110,7 +113,8 @@ def _column(values: np.ndarray, present: np.ndarray) -> np.ndarray:
 def _rank_summary(columns: JobColumns, group: RankEvents, candidates: Sequence[Candidate]) -> RankDiagnosticsRow:
     samples = group.samples
     first_cause = earliest(candidates)
-    allocated = reserved = gap_latest = gap_peak = 0 if not len(samples) else None
+    # Without samples 0.3.5 reports 0 bytes and 0.4.3 None; with samples a counter a rank lacks is None.
+    allocated = reserved = gap_latest = gap_peak = None if columns.nullable_counters or len(samples) else 0
     if len(samples):
         first, last = int(samples[0]), int(samples[-1])
         allocated = _delta(columns.allocated_bytes, columns.has_allocated, first, last)
@@ -135,7 +139,10 @@ def _rank_summary(columns: JobColumns, group: RankEvents, candidates: Sequence[C
 
 
 def _timeline(columns: JobColumns, samples: np.ndarray) -> dict[str, np.ndarray]:
-    if not len(samples) or columns.has_allocated[samples].any():
+    """The allocator timeline when any sample has an allocated counter, else device memory.
+    A rank without samples gets 0.3.5's (empty) allocator timeline, or 0.4.3's device one."""
+    allocator = columns.has_allocated[samples].any() if len(samples) else not columns.nullable_counters
+    if allocator:
         paired = columns.has_used[samples] & columns.has_reserved[samples]
         return {
             "timestamps_ns": columns.timestamp_ns[samples],
@@ -229,7 +236,7 @@ def build_model(
     for rank in expected:
         group = groups.get(rank)
         if group is None:
-            rows.append(_missing_row(rank))
+            rows.append(_missing_row(rank, nullable=columns.nullable_counters))
             continue
         found = rank_candidates(columns, group, collective, phases=phases, thresholds=gap_thresholds)
         rows.append(_rank_summary(columns, group, found))
