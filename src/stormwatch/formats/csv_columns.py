@@ -47,6 +47,13 @@ _ARROW_ERRORS = (pa.ArrowException, ValueError, TypeError, OverflowError, Recurs
 
 def parse_metadata_cell(text: str) -> dict[str, Any]:
     """A metadata cell as a dict: JSON, else a Python literal, else empty."""
+    return read_metadata_cell(text)[0]
+
+
+def read_metadata_cell(text: str) -> tuple[dict[str, Any], bool]:
+    """:func:`parse_metadata_cell`'s dict, and whether stormlog reads the cell as that same
+    object: stormlog (0.3.5 and 0.4.3) tries JSON only and reads anything else as ``{}``,
+    so it loses the Python literals its own exporters write."""
     for parse in (json.loads, ast.literal_eval):
         if parse is ast.literal_eval and len(text) > _MAX_LITERAL_CHARS:
             break
@@ -54,8 +61,10 @@ def parse_metadata_cell(text: str) -> dict[str, Any]:
             value = parse(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
-        return value if isinstance(value, dict) else {}
-    return {}
+        if not isinstance(value, dict):
+            return {}, True
+        return value, parse is json.loads
+    return {}, True
 
 
 # Trackers write Python literals; read as JSON they skip ast (see bench/README.md, tricks_bench.py literal-json).

@@ -4,7 +4,10 @@ Differences from stormlog 0.3.5, on purpose: integers are exact (stormlog reads
 them through ``float``, rounding nanosecond timestamps); ``metadata`` written as
 a Python literal (what ``csv``/pandas make of a dict) is recovered with
 ``ast.literal_eval``, never ``eval``; bytes that are not UTF-8 drop only their
-row; a byte-order mark is ignored.
+row; a byte-order mark is ignored. Schema-v4 rows (stormlog 0.4.3) keep the rest of
+such metadata but not its ``memory_capabilities``: those are 0.4.3's, inferred from
+the counters as 0.4.3 infers them (:func:`stormlog_capabilities`), so the model
+sees the capabilities, and keeps the rows, that 0.4.3's does.
 
 Files take the columnar path (:mod:`stormwatch.formats.csv_table`) where it can
 take them; the rows it leaves (records that are not of schema v2/v3, cells that
@@ -25,10 +28,10 @@ import pandas as pd
 import pyarrow as pa
 
 from stormwatch.events.frame import concat_frames, frame_from_rows
-from stormwatch.events.records import normalise_record
+from stormwatch.events.records import inferred_capabilities, normalise_record
 from stormwatch.events.schema import COUNTER_COLUMNS, INT_COLUMNS, STRING_COLUMNS, RecordError
 from stormwatch.formats.bad_input import describe_problems
-from stormwatch.formats.csv_columns import parse_int_cell, parse_metadata_cell
+from stormwatch.formats.csv_columns import parse_int_cell, parse_metadata_cell, read_metadata_cell
 from stormwatch.formats.csv_table import columnar_csv, record_lines, row_cells
 from stormwatch.formats.jsonl import BOM, ParsedEvents
 
@@ -39,17 +42,20 @@ INT_FIELDS = frozenset(
     {*INT_COLUMNS, *COUNTER_COLUMNS, "memory_allocated", "memory_reserved", "memory_change", "total_memory"}
 )
 FLOAT_FIELDS = frozenset({"timestamp"})
+CAPABILITIES = "memory_capabilities"
 
 
 def normalise_row(row: dict[Any, Any]) -> dict[Any, Any]:
-    """Cell texts to record values: blanks to None, numbers by field, metadata parsed."""
+    """Cell texts to record values: blanks to None, numbers by field, metadata parsed; a
+    schema-v4 row's capabilities as stormlog 0.4.3 reads them (:func:`stormlog_capabilities`)."""
     out: dict[Any, Any] = {}
+    stormlog_reads_metadata = True
     for key, raw in row.items():
         value = raw.strip() if isinstance(raw, str) else raw
         if value == "":
             out[key] = None
         elif key == "metadata":
-            out[key] = parse_metadata_cell(value) if isinstance(value, str) else {}
+            out[key], stormlog_reads_metadata = read_metadata_cell(value) if isinstance(value, str) else ({}, True)
         elif key in INT_FIELDS:
             if not isinstance(value, str):
                 raise RecordError(f"{key} is missing (short row)")
@@ -66,7 +72,28 @@ def normalise_row(row: dict[Any, Any]) -> dict[Any, Any]:
             out[key] = value
     if None in out:
         raise RecordError("row has more cells than the header")
+    if not stormlog_reads_metadata and out.get("schema_version") == 4:
+        out["metadata"] = stormlog_capabilities(out)
     return out
+
+
+def stormlog_capabilities(record: dict[Any, Any]) -> dict[str, Any]:
+    """The metadata of a v4 record whose cell stormlog 0.4.3 cannot read (a Python literal,
+    as its exporters write), with the ``memory_capabilities`` 0.4.3 infers in place of the
+    recovered ones: 0.4.3 reads such a cell as ``{}`` and infers them from the counters
+    (``inferred_capabilities({}, record)``). The rest of the metadata stays recovered.
+
+    Inferred capabilities hold a counter exactly when the row has it, so of the capability
+    rules only one can fail: ``allocator_change_bytes`` counted without an allocated counter
+    (0.4.3: "must be null when allocator allocated memory is unsupported"). That rule is the
+    one every v4 record passes, JSON and JSON Lines alike (per record in
+    :mod:`stormwatch.events.records`, per column in :mod:`stormwatch.formats.v4_capabilities`);
+    the CSV reader only hands it the capabilities 0.4.3 sees, so a stormlog exporter's start
+    and phase events logged before the first sample (no counters, a change of 0) are dropped
+    with a warning naming the line, as 0.4.3 drops them.
+    """
+    recovered = {key: value for key, value in record["metadata"].items() if key != CAPABILITIES}
+    return {**recovered, CAPABILITIES: inferred_capabilities({}, record)[CAPABILITIES]}
 
 
 def row_event(row: dict[Any, Any], *, default_session_id: str) -> tuple[Any, ...]:
