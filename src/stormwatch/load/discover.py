@@ -4,7 +4,9 @@ A unit is what stormlog would load from one path: a JSON or CSV export, a JSONL
 file (read like a one-segment sink, as stormlog does), a sink folder, or a
 diagnose bundle's ``telemetry_timeline.json``. Discovery follows stormlog's
 folder patterns, and also finds, on purpose, what stormlog misses: sink folders
-at any depth and ``*.jsonl`` exports of any name.
+at any depth and ``*.jsonl`` exports of any name, except stormlog's own files that are not
+telemetry (inference records, run catalogs, reports: :mod:`stormwatch.load.non_telemetry`), which
+it leaves alone, without a word, as stormlog does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from stormwatch.formats.sink import MANIFEST_NAME, is_segment_name, parse_manifest
+from stormwatch.load.non_telemetry import not_telemetry
 from stormwatch.load.tree import ArtifactTree, Entry
 
 TIMELINE_NAME = "telemetry_timeline.json"
@@ -72,8 +75,10 @@ def _sink_segments(tree: ArtifactTree, folder: str, names: set[str]) -> tuple[tu
 def discover(tree: ArtifactTree, entries: Sequence[Entry] | None = None) -> list[Unit]:
     """Units below the tree's root: sinks, then exports, then timelines, each by key."""
     by_folder: dict[str, set[str]] = {}
+    sizes: dict[str, int] = {}
     for entry in tree.entries() if entries is None else entries:
         by_folder.setdefault(_parent(entry.key), set()).add(posixpath.basename(entry.key))
+        sizes[entry.key] = entry.size_bytes
     sinks: list[Unit] = []
     files: list[Unit] = []
     timelines: list[Unit] = []
@@ -91,6 +96,7 @@ def discover(tree: ArtifactTree, entries: Sequence[Entry] | None = None) -> list
             elif any(fnmatchcase(name, pattern) for pattern in EXPORT_PATTERNS):
                 kind = UnitKind.CSV if name.endswith(".csv") else UnitKind.JSON
                 files.append(Unit(kind=kind, key=key))
+    files = [unit for unit in files if not_telemetry(tree, unit.key, size_bytes=sizes.get(unit.key)) is None]
     files.sort(key=lambda unit: unit.key)
     return [*sinks, *files, *timelines]
 

@@ -38,12 +38,14 @@ from stormwatch.events.sessions import (
 from stormwatch.formats.arrow_reader import side_by_side
 from stormwatch.formats.bundle import RankAllocator
 from stormwatch.formats.oom_dump import OomDump
+from stormwatch.formats.run_catalog import CatalogIdentity, with_catalog_identity
 from stormwatch.load.artifact import Reading, UnitResult, load_unit, needs_allocator, register_ranks
 from stormwatch.load.cut_short import CutShortFile, placed, relative_to
 from stormwatch.load.discover import Unit, UnitKind, discover, unit_for_file
 from stormwatch.load.dump_evidence import is_dump, not_held, read_dump_metadata
 from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
+from stormwatch.load.non_telemetry import run_catalog_identities
 from stormwatch.load.tree import ArtifactTree, LocalTree
 
 #: Units parsed at once (Arrow parses without the GIL), one per core, at least 2, at most 8: each
@@ -144,6 +146,7 @@ class _State:
     cut_short: list[CutShortFile] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)  # session id -> the legacy merge that replaced it
     dumps: list[OomDump] = field(default_factory=list)
+    catalogs: list[CatalogIdentity] = field(default_factory=list)  # what run catalogs say of sessions
 
     def merge_legacy(self, parts: list[SessionPart]) -> SessionPart:
         """Legacy parts as one session (:func:`merge_legacy`), remembering which ids it replaced."""
@@ -248,6 +251,12 @@ def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *
     state.accumulator.add(not_held(held, state.accumulator))
 
 
+def _read_catalogs(state: _State, tree: ArtifactTree) -> None:
+    identities, problems = run_catalog_identities(tree)
+    state.catalogs.extend(identities)
+    state.warnings.extend(problems)
+
+
 def _read_dump(state: _State, tree: ArtifactTree, unit: Unit) -> None:
     dump, problem = read_dump_metadata(tree, unit)
     if dump is not None:
@@ -262,6 +271,7 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
     legacy: list[SessionPart] = []
     held: list[SessionPart] = []
     inputs = [(tree, unit) for unit in discover(tree)]
+    _read_catalogs(state, tree)
     for (_, unit), result in zip(inputs, _load_units(state, inputs), strict=True):
         state.warnings.extend(result.warnings)
         state.cut_short.extend(result.cut_short)
@@ -285,7 +295,8 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
 def _finish(state: _State) -> JobLoad:
     if state.legacy:
         state.accumulator.add([state.merge_legacy(state.legacy)])
-    sessions = state.accumulator.finalize()
+    # Before rank groups form: a session a run catalog gives a job and rank may join its job's group.
+    sessions = with_catalog_identity(state.accumulator.finalize(), state.catalogs)
     synthetic = synthesize_rank_groups(sessions, state.candidates)
     if synthetic:
         sessions = sorted([*sessions, *synthetic], key=lambda p: p.summary.sort_key())
@@ -309,6 +320,7 @@ def _new_state(limits: LoadLimits) -> _State:
 def _tree_sessions(tree: ArtifactTree, limits: LoadLimits) -> JobLoad:
     state = _new_state(limits)
     units = discover(tree)
+    _read_catalogs(state, tree)
     if not units:
         state.warnings.append(f"No telemetry artifacts found under {tree.identity('')}")
     _single_inputs(state, [(tree, unit) for unit in units])
