@@ -1,7 +1,7 @@
 """Shapes benchmark: one job in every artifact shape stormlog writes, each against its own parse floor.
 
     python bench/shapes_bench.py [--ranks 8] [--samples 5000] [--seed 0] [--repeat 3]
-                                 [--shapes jsonl-text,jsonl-null,csv,json,sink,bundle,v4]
+                                 [--shapes jsonl-text,jsonl-null,csv,json,sink,bundle,v4,oom-dump,mlx]
                                  [--skip-reference] [--skip-scaling] [--scaling-factors 0.5,1,2]
                                  [--keep DIR]
 
@@ -28,6 +28,13 @@ per shape, one job folder each (``DIR/<shape>/rank_N/...``):
               collector declares them unsupported) and metadata.memory_capabilities; laid out as
               tests.builders.make_v4_record does, a sample of records checked against it and
               check_v4_record
+  mlx         rank_N/tracking.json as stormlog 0.4.3's MLX tracker writes it (``json.dump(..., indent=2)``
+              of ``{"telemetry_events": [...]}``, the v4 records above; its ``session_summary`` left
+              out). 0.3.5 cannot read it, so the reference shows ``-``
+  oom-dump    sink's layout, and on the last rank an OOM flight-recorder dump (write_oom_dump):
+              its ring buffer (the last 10,000 sink records) copied out as 0.4.3 lays it out.
+              The reference reads the sinks alone (each event once); stormwatch the whole folder,
+              so "agree" says the dump's copies were not counted twice
 
 Per shape, one row:
   reference    stormlog 0.3.5 load_distributed_artifacts(rank inputs) + build_distributed_model,
@@ -83,7 +90,9 @@ from model_bench import (  # noqa: E402
     stormwatch_pipeline,
 )
 
-SHAPES = ("jsonl-text", "jsonl-null", "csv", "json", "sink", "bundle", "v4")
+SHAPES = ("jsonl-text", "jsonl-null", "csv", "json", "sink", "bundle", "v4", "oom-dump", "mlx")
+#: stormlog 0.4.3's OOMFlightRecorder default ring buffer (events copied out at an OOM).
+DUMP_BUFFER = 10_000
 SCALING_SHAPES = ("csv", "json")
 FLOOR_TARGET = 2.0  # stormwatch warm and cold <= FLOOR_TARGET x the shape's parse floor
 MANIFEST = "shapes.json"  # in the job root: which shapes were written with which parameters
@@ -143,6 +152,36 @@ def write_sink_dir(path: Path, records: list[dict[str, Any]]) -> None:
     from tests.builders import write_sink
 
     write_sink(path, records=records, rollover_max_events=len(records) // 4 + 1, retention_max_files=10_000)
+
+
+def _sink_records(folder: Path) -> list[dict[str, Any]]:
+    return [rec for seg in sorted(folder.glob("segment-*.jsonl")) for rec in _read_records(seg)]
+
+
+def write_oom_dump(root: Path, records: list[dict[str, Any]], *, rank: int) -> None:
+    """An OOM flight-recorder dump as stormlog 0.4.3's ``OOMFlightRecorder.dump`` lays it out
+    (``oom_dump_<stamp>_<pid>_<backend>_<seq>/``, each file ``json.dump(..., indent=2, default=str)``):
+    the last :data:`DUMP_BUFFER` of the rank's sink records as ``events.json`` (copies of what the
+    sink holds), and the metadata of a CUDA OOM. Written by hand: 0.4.3 is not importable beside 0.3.5."""
+    folder = root / f"oom_dump_20231114T221320Z_{4242 + rank}_cuda_1"
+    folder.mkdir(parents=True)
+    events = records[-DUMP_BUFFER:]
+    session = events[-1].get("session_id") if events else None
+    metadata = {"reason": "torch.cuda.OutOfMemoryError", "exception_type": "OutOfMemoryError",
+                "exception_module": "torch.cuda",
+                "exception_message": f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU {rank} has a total capacity "
+                                     "of 80.00 GiB of which 1.10 GiB is free.",
+                "context": "train/backward", "backend": "cuda", "captured_event_count": len(events),
+                "session_id": session, "session_status": "running", "session": None,
+                "custom_metadata": {"rank": rank, "session_id": session, "total_memory_bytes": 80 * 1024**3}}
+    for name, payload in (("events.json", events), ("metadata.json", metadata),
+                          ("environment.json", {"pid": 4242 + rank, "cwd": "/", "system": {}}),
+                          ("manifest.json", {"schema_version": 2, "bundle_name": folder.name, "backend": "cuda",
+                                             "event_count": len(events), "session_id": session,
+                                             "files": ["manifest.json", "events.json", "metadata.json",
+                                                       "environment.json"]})):
+        with open(folder / name, "w") as handle:
+            json.dump(payload, handle, indent=2, default=str)
 
 
 def write_bundle(path: Path, records: list[dict[str, Any]]) -> None:
@@ -222,7 +261,7 @@ def check_v4_sample(records: list[dict[str, Any]], caps: dict[str, Any]) -> int:
 def write_shape(shape: str, folder: Path, source: list[Path]) -> int:
     """Write ``shape`` into ``folder`` from the jsonl-text rank files; returns the records written."""
     total = 0
-    caps = v4_capabilities() if shape == "v4" else {}
+    caps = v4_capabilities() if shape in ("v4", "mlx") else {}
     for rank, src in enumerate(source):
         records = _read_records(src)
         rank_dir = folder / f"rank_{rank}"
@@ -241,6 +280,15 @@ def write_shape(shape: str, folder: Path, source: list[Path]) -> int:
             records = [to_v4(rec, caps) for rec in records]
             check_v4_sample(records, caps)
             _write_lines(rank_dir / "telemetry.jsonl", records)
+        elif shape == "mlx":
+            records = [to_v4(rec, caps) for rec in records]
+            rank_dir.mkdir(parents=True, exist_ok=True)
+            with open(rank_dir / "tracking.json", "w") as handle:  # as 0.4.3's MLX tracker writes it
+                json.dump({"telemetry_events": records}, handle, indent=2, allow_nan=False)
+        elif shape == "oom-dump":
+            write_sink_dir(rank_dir / "telemetry", records)
+            if rank == len(source) - 1:
+                write_oom_dump(rank_dir / "oom_dumps", _sink_records(rank_dir / "telemetry"), rank=rank)
         else:
             raise ValueError(f"unknown shape {shape!r}")
         total += len(records)
@@ -256,9 +304,12 @@ def shape_job(shape: str, folder: Path, records: int) -> ShapeJob:
     elif shape in ("csv", "json"):
         ref_inputs = [d / f"events.{shape}" for d in ranks]
         floor_files = ref_inputs
-    elif shape == "sink":
+    elif shape in ("sink", "oom-dump"):  # the reference reads the sinks: the job's events, each once
         ref_inputs = [d / "telemetry" for d in ranks]
         floor_files = [seg for d in ref_inputs for seg in sorted(d.glob("segment-*.jsonl"))]
+    elif shape == "mlx":
+        ref_inputs = [d / "tracking.json" for d in ranks]
+        floor_files = ref_inputs
     elif shape == "bundle":
         ref_inputs = ranks
         floor_files = [d / name for d in ranks for name in ("telemetry_timeline.json", "manifest.json")]
@@ -316,7 +367,7 @@ def floor_fn(job: ShapeJob) -> tuple[str, Callable[[], int]]:
         import pyarrow.csv as pcsv
 
         return "pyarrow.csv.read_csv", lambda: sum(pcsv.read_csv(str(p)).num_rows for p in files)
-    if job.shape in ("json", "bundle"):
+    if job.shape in ("json", "bundle", "mlx"):
         loads = orjson.loads
         return "orjson.loads(file)", lambda: sum(len(loads(p.read_bytes())) for p in files)
     import pyarrow.json as pj
@@ -380,7 +431,7 @@ def measure(job: ShapeJob, args: argparse.Namespace, build_model: Callable[..., 
 
     if job.shape == "bundle":
         res.note = "no job_id in diagnose manifests: ranks stay separate sessions, the model is the selected one's"
-    if job.shape == "v4":
+    if job.shape in ("v4", "mlx"):
         res.ref_note = "stormlog 0.3.5 cannot read schema 4 (Unsupported schema_version)"
     elif args.skip_reference:
         res.ref_note = "skipped (--skip-reference)"
