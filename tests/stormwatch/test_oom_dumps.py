@@ -117,3 +117,21 @@ def test_the_document_the_verdict_and_the_report_say_it(with_sink: Path, tmp_pat
     assert document["verdict"]["summary"].endswith(f"; {said}")
     page = html.unescape((tmp_path / "out" / "report.html").read_text())
     assert "Out of memory on rank 3: tried to allocate 2.0 GiB with 1.1 GiB free of 80 GiB (oom, critical)" in page
+
+
+def test_records_of_another_session_in_a_dump_are_named_and_skipped(with_sink: Path, tmp_path: Path) -> None:
+    import orjson
+
+    job = shutil.copytree(with_sink, tmp_path / "job")
+    events = dump_events(job)
+    records = orjson.loads(events.read_bytes())
+    for index in (2, 5):
+        records[index]["session_id"] = "someone-else"
+        records[index]["timestamp"] += 1e-4  # not in the sink: only the session check can refuse them
+    events.write_bytes(orjson.dumps(records))
+    loaded = load_artifacts(job)
+    (warning,) = [warning for warning in loaded.warnings if "another session" in warning]
+    (dump,) = loaded.oom_dumps
+    assert warning == f"OOM dump {events}: records 3, 6 of another session than the dump's {dump.session_id} (skipped)"
+    assert "someone-else" not in {session.session_id for session in loaded.sessions}
+    assert model_differences(reference_model(sinks(job), version="0.4.3"), our_model([job], job_folder=True)) == []

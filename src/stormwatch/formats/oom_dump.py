@@ -115,6 +115,20 @@ def read_dump(folder: str, data: bytes) -> OomDump:
     )
 
 
+def foreign_records(data: bytes, session_id: str) -> list[int]:
+    """1-based numbers of the records of a dump's ``events.json`` (a JSON array) that name a session
+    other than ``session_id`` (the dump's, from its metadata); none when the file is no array (the
+    loader says so when it reads it)."""
+    try:
+        records = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(records, list):
+        return []
+    return [number for number, record in enumerate(records, start=1)
+            if isinstance(record, dict) and record.get("session_id") not in (None, session_id)]
+
+
 def _gib(value: int) -> str:
     """Bytes in GiB, one decimal, none when whole (``2.0 GiB``, ``80 GiB``)."""
     gib = value / _GIB

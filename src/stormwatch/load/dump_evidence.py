@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stormwatch.events.sessions import Accumulator, SessionPart
-from stormwatch.formats.oom_dump import OomDump, is_dump_events, metadata_key, read_dump
+from stormwatch.formats.oom_dump import OomDump, foreign_records, is_dump_events, metadata_key, read_dump
 from stormwatch.load.discover import Unit
 from stormwatch.load.tree import ArtifactTree
 
@@ -32,6 +32,24 @@ def read_dump_metadata(tree: ArtifactTree, unit: Unit) -> tuple[OomDump | None, 
         return read_dump(folder, tree.read(key)), None
     except (OSError, ValueError) as exc:
         return None, f"OOM dump metadata {tree.identity(key)}: unreadable ({exc}); its events are read, not its facts"
+
+
+def of_its_session(tree: ArtifactTree, unit: Unit, dump: OomDump | None, parts: Sequence[SessionPart]
+                   ) -> tuple[tuple[SessionPart, ...], str | None]:
+    """A dump's session parts of the session its metadata names (all when it names none), and the
+    warning naming the file and the records of another session, which are skipped: a ring buffer
+    holds one session's events, so others are not this dump's to give."""
+    if dump is None or dump.session_id is None:
+        return tuple(parts), None
+    own = tuple(part for part in parts if part.summary.session_id == dump.session_id)
+    if len(own) == len(parts):
+        return own, None
+    numbers = foreign_records(tree.read(unit.key), dump.session_id)
+    more = f" and {len(numbers) - 10} more" if len(numbers) > 10 else ""
+    shown = ", ".join(str(number) for number in numbers[:10]) + more
+    noun = "record" if len(numbers) == 1 else "records"
+    return own, (f"OOM dump {tree.identity(unit.key)}: {noun} {shown} of another session than the dump's "
+                 f"{dump.session_id} (skipped)")
 
 
 def not_held(parts: Sequence[SessionPart], known: Accumulator) -> list[SessionPart]:

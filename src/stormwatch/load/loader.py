@@ -42,7 +42,7 @@ from stormwatch.formats.run_catalog import CatalogIdentity, with_catalog_identit
 from stormwatch.load.artifact import Reading, UnitResult, load_unit, needs_allocator, register_ranks
 from stormwatch.load.cut_short import CutShortFile, placed, relative_to
 from stormwatch.load.discover import Unit, UnitKind, discover, unit_for_file
-from stormwatch.load.dump_evidence import is_dump, not_held, read_dump_metadata
+from stormwatch.load.dump_evidence import is_dump, not_held, of_its_session, read_dump_metadata
 from stormwatch.load.file_mappings import MappingPool
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.non_telemetry import run_catalog_identities
@@ -241,7 +241,7 @@ def _single_inputs(state: _State, inputs: Sequence[tuple[ArtifactTree, Unit]], *
         state.warnings.extend(result.warnings)
         state.cut_short.extend(result.cut_short)
         if is_dump(unit):
-            _read_dump(state, tree, unit)
+            result = _read_dump(state, tree, unit, result)
         if result.legacy_flat:
             state.legacy.extend(result.parts)
             continue
@@ -257,12 +257,14 @@ def _read_catalogs(state: _State, tree: ArtifactTree) -> None:
     state.warnings.extend(problems)
 
 
-def _read_dump(state: _State, tree: ArtifactTree, unit: Unit) -> None:
+def _read_dump(state: _State, tree: ArtifactTree, unit: Unit, result: UnitResult) -> UnitResult:
+    """``result`` (a dump's events) with only the dump's own session, its metadata read into ``state``."""
     dump, problem = read_dump_metadata(tree, unit)
     if dump is not None:
         state.dumps.append(dump)
-    if problem is not None:
-        state.warnings.append(problem)
+    parts, foreign = of_its_session(tree, unit, dump, result.parts)
+    state.warnings.extend(problem for problem in (problem, foreign) if problem is not None)
+    return replace(result, parts=parts)
 
 
 def _folder_input(state: _State, tree: LocalTree) -> None:
@@ -276,7 +278,7 @@ def _folder_input(state: _State, tree: LocalTree) -> None:
         state.warnings.extend(result.warnings)
         state.cut_short.extend(result.cut_short)
         if is_dump(unit):
-            _read_dump(state, tree, unit)
+            result = _read_dump(state, tree, unit, result)
         if is_dump(unit) and not result.legacy_flat:
             held.extend(result.parts)
             continue
