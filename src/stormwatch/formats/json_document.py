@@ -27,7 +27,7 @@ import pandas as pd
 from stormwatch.events.frame import concat_frames, empty_frame, frame_from_rows
 from stormwatch.events.records import normalise_record
 from stormwatch.events.schema import RecordError
-from stormwatch.events.sessions import summary_from_mapping
+from stormwatch.events.sessions import SessionSummary, summary_from_mapping
 from stormwatch.formats.bad_input import describe_problems
 from stormwatch.formats.json_table import record_table
 from stormwatch.formats.json_value import TooDeepError, parse_json_value
@@ -145,6 +145,17 @@ def _tracked_records(payload: Mapping[str, Any]) -> list[Any]:
     return records
 
 
+def stated_summary(payload: Any) -> SessionSummary | None:
+    """A tracker result's own ``session_summary`` (checked by :func:`_tracked_records` when its
+    records were read), which stormlog 0.4.3 takes as that session's summary; None for any other payload."""
+    if not isinstance(payload, Mapping) or isinstance(payload.get("events"), list):
+        return None
+    stated = payload.get("session_summary")
+    if not isinstance(payload.get(TRACKED_EVENTS_KEY), list) or not isinstance(stated, Mapping):
+        return None
+    return summary_from_mapping(stated)
+
+
 def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEvents:
     """Events of one JSON artifact; raises :class:`NotTelemetryError` when it has none.
 
@@ -154,10 +165,12 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
     numbers: Sequence[int]
     where = "record"
     cut_short_bytes = None
+    summary = None
     try:
         payload = parse_json_value(data[len(BOM) :] if data.startswith(BOM) else data)
         records = records_of(payload)
         numbers = range(1, len(records) + 1)
+        summary = stated_summary(payload)
     except UnicodeDecodeError as exc:
         raise NotTelemetryError(f"not valid UTF-8 at byte {exc.start}") from exc
     except TooDeepError as exc:
@@ -175,7 +188,7 @@ def read_json(data: bytes, *, label: str, default_session_id: str) -> ParsedEven
             cut_short_bytes = len(text[salvage.kept_chars :].encode("utf-8", errors="replace"))
     frame, problems = _events(records, numbers, columnar=where == "record", default_session_id=default_session_id)
     warnings.extend(describe_problems(label, problems, where=where))
-    return ParsedEvents(frame, tuple(warnings), cut_short_bytes)
+    return ParsedEvents(frame, tuple(warnings), cut_short_bytes, summaries=() if summary is None else (summary,))
 
 
 def _events(

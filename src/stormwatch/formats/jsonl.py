@@ -21,6 +21,7 @@ import pyarrow as pa
 from stormwatch.events.frame import concat_frames, frame_from_rows
 from stormwatch.events.records import normalise_record
 from stormwatch.events.schema import RecordError
+from stormwatch.events.sessions import SessionSummary
 from stormwatch.formats.bad_input import MAX_LISTED_PER_FILE, describe_problems
 from stormwatch.formats.columnar import columnar_events
 from stormwatch.formats.json_value import parse_json_value
@@ -42,6 +43,9 @@ class ParsedEvents:
     frame: pd.DataFrame
     warnings: tuple[str, ...]
     cut_short_bytes: int | None = None
+    #: Sessions' summaries the artifact states itself (a tracker result's ``session_summary``), which
+    #: stand for those sessions as stormlog 0.4.3 takes them; others are inferred from their events.
+    summaries: tuple[SessionSummary, ...] = ()
 
 
 def _torn_bytes(original: Buffer, kept: Buffer) -> int | None:

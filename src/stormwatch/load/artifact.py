@@ -164,10 +164,12 @@ def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segment
             return _load_timeline(tree, unit, allocator, segments)
         return UnitResult(parts=(), warnings=(f"Failed to parse JSON telemetry file {identity}: {exc}",))
     source = f"artifact:{unit.name}"
+    stated = {summary.session_id: summary for summary in parsed.summaries}
     parts = []
     for sid, group in _by_session(parsed.frame):
         events = sort_events(group)
-        parts.append(SessionPart(summary=infer_summary(sid, events, source=source), events=events, sources=(identity,)))
+        summary = stated.get(sid) or infer_summary(sid, events, source=source)
+        parts.append(SessionPart(summary=summary, events=events, sources=(identity,)))
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
     cut_short = () if parsed.cut_short_bytes is None else (
         cut_short_file(parsed.frame, source=identity, path=unit.key, dropped_bytes=parsed.cut_short_bytes),)

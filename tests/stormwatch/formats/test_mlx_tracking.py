@@ -197,3 +197,15 @@ def test_an_invalid_session_summary_fails_the_file_as_stormlog(job: Job, tmp_pat
     assert [str(damaged.tracking[0]) in warning and "session_summary" in warning for warning in loaded.warnings] == [
         True]
     _assert_equal_models(damaged.tracking, stormlog43)
+
+
+def test_the_tracker_s_own_session_summary_is_the_session_s(job: Job) -> None:
+    """As 0.4.3 takes it: the summary tracking.json states stands for its session (status, times, identity)."""
+    from stormwatch.events.sessions import summary_from_mapping
+
+    for tracking in job.tracking:
+        stated = summary_from_mapping(json.loads(tracking.read_text())["session_summary"])
+        (found,) = [s for s in load_artifacts([tracking]).sessions if s.session_id == stated.session_id]
+        assert (found.status, found.started_at_ns, found.ended_at_ns, found.host, found.pid, found.rank,
+                found.world_size) == (stated.status, stated.started_at_ns, stated.ended_at_ns, stated.host,
+                                      stated.pid, stated.rank, stated.world_size)
