@@ -1,7 +1,7 @@
 """Shapes benchmark: one job in every artifact shape stormlog writes, each against its own parse floor.
 
     python bench/shapes_bench.py [--ranks 8] [--samples 5000] [--seed 0] [--repeat 3]
-                                 [--shapes jsonl-text,jsonl-null,csv,json,sink,bundle,v4,oom-dump,mlx]
+                                 [--shapes jsonl-text,jsonl-null,csv,json,sink,bundle,v4,v4-csv,oom-dump,mlx]
                                  [--skip-reference] [--skip-scaling] [--scaling-factors 0.5,1,2]
                                  [--keep DIR]
 
@@ -28,6 +28,8 @@ per shape, one job folder each (``DIR/<shape>/rank_N/...``):
               collector declares them unsupported) and metadata.memory_capabilities; laid out as
               tests.builders.make_v4_record does, a sample of records checked against it and
               check_v4_record
+  v4-csv      rank_N/events.csv as 0.4.3's ``export_events(path, "csv")`` writes the v4 records above
+              (pandas ``to_csv``: metadata a Python literal, so capabilities are inferred as 0.4.3 does)
   mlx         rank_N/tracking.json as stormlog 0.4.3's MLX tracker writes it (``json.dump(..., indent=2)``
               of ``{"telemetry_events": [...]}``, the v4 records above; its ``session_summary`` left
               out). 0.3.5 cannot read it, so the reference shows ``-``
@@ -90,7 +92,7 @@ from model_bench import (  # noqa: E402
     stormwatch_pipeline,
 )
 
-SHAPES = ("jsonl-text", "jsonl-null", "csv", "json", "sink", "bundle", "v4", "oom-dump", "mlx")
+SHAPES = ("jsonl-text", "jsonl-null", "csv", "json", "sink", "bundle", "v4", "v4-csv", "oom-dump", "mlx")
 #: stormlog 0.4.3's OOMFlightRecorder default ring buffer (events copied out at an OOM).
 DUMP_BUFFER = 10_000
 SCALING_SHAPES = ("csv", "json")
@@ -261,7 +263,7 @@ def check_v4_sample(records: list[dict[str, Any]], caps: dict[str, Any]) -> int:
 def write_shape(shape: str, folder: Path, source: list[Path]) -> int:
     """Write ``shape`` into ``folder`` from the jsonl-text rank files; returns the records written."""
     total = 0
-    caps = v4_capabilities() if shape in ("v4", "mlx") else {}
+    caps = v4_capabilities() if shape in ("v4", "v4-csv", "mlx") else {}
     for rank, src in enumerate(source):
         records = _read_records(src)
         rank_dir = folder / f"rank_{rank}"
@@ -280,6 +282,9 @@ def write_shape(shape: str, folder: Path, source: list[Path]) -> int:
             records = [to_v4(rec, caps) for rec in records]
             check_v4_sample(records, caps)
             _write_lines(rank_dir / "telemetry.jsonl", records)
+        elif shape == "v4-csv":
+            records = [to_v4(rec, caps) for rec in records]
+            write_tracker_csv(rank_dir / "events.csv", records)
         elif shape == "mlx":
             records = [to_v4(rec, caps) for rec in records]
             rank_dir.mkdir(parents=True, exist_ok=True)
@@ -301,8 +306,8 @@ def shape_job(shape: str, folder: Path, records: int) -> ShapeJob:
     if shape in ("jsonl-text", "jsonl-null", "v4"):
         ref_inputs = [d / "telemetry.jsonl" for d in ranks]
         floor_files = ref_inputs
-    elif shape in ("csv", "json"):
-        ref_inputs = [d / f"events.{shape}" for d in ranks]
+    elif shape in ("csv", "json", "v4-csv"):
+        ref_inputs = [d / f"events.{shape.removeprefix('v4-')}" for d in ranks]
         floor_files = ref_inputs
     elif shape in ("sink", "oom-dump"):  # the reference reads the sinks: the job's events, each once
         ref_inputs = [d / "telemetry" for d in ranks]
@@ -363,7 +368,7 @@ def prepare(root: Path, shapes: list[str], *, ranks: int, samples: int, seed: in
 def floor_fn(job: ShapeJob) -> tuple[str, Callable[[], int]]:
     """(label, callable) of the shape's raw parse: every file read and parsed, rows counted."""
     files = list(job.floor_files)
-    if job.shape in ("csv",):
+    if job.shape in ("csv", "v4-csv"):
         import pyarrow.csv as pcsv
 
         return "pyarrow.csv.read_csv", lambda: sum(pcsv.read_csv(str(p)).num_rows for p in files)
@@ -431,7 +436,7 @@ def measure(job: ShapeJob, args: argparse.Namespace, build_model: Callable[..., 
 
     if job.shape == "bundle":
         res.note = "no job_id in diagnose manifests: ranks stay separate sessions, the model is the selected one's"
-    if job.shape in ("v4", "mlx"):
+    if job.shape in ("v4", "v4-csv", "mlx"):
         res.ref_note = "stormlog 0.3.5 cannot read schema 4 (Unsupported schema_version)"
     elif args.skip_reference:
         res.ref_note = "skipped (--skip-reference)"

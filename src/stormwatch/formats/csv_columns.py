@@ -179,6 +179,12 @@ def int_column(texts: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     return pa.array(values, mask=~valid | bad), bad
 
 
+def _json_object_or_other(text: str) -> bool:
+    """Whether stormlog reads the cell ``text`` as :func:`metadata_dict` does: it parses JSON only, so
+    a Python literal (what its exporters write) is lost to it (:func:`read_metadata_cell`)."""
+    return read_metadata_cell(text)[1]
+
+
 def _struct_of(dicts: list[dict[str, Any] | None]) -> pa.Array | None:
     """The distinct metadata as one struct array, when Arrow can hold them all in one type and
     :func:`collective_mask` finds in it exactly the collective tokens the row-by-row rule finds
@@ -205,26 +211,31 @@ def _depth(kind: pa.DataType) -> int:
 
 class MetadataColumn:
     """A metadata column parsed once per distinct cell text: ``dicts`` (None for a blank cell),
-    ``codes`` (each row's entry of ``dicts``, -1 for an empty cell) and ``struct``, the
-    column as table_events reads it (dictionary-encoded: each distinct struct once)."""
+    ``codes`` (each row's entry of ``dicts``, -1 for an empty cell), ``struct``, the
+    column as table_events reads it (dictionary-encoded: each distinct struct once), and
+    ``unread``, per row, whether stormlog reads its cell as ``{}`` (a Python literal)."""
 
-    def __init__(self, dicts: list[dict[str, Any] | None], codes: np.ndarray, struct: pa.Array) -> None:
-        self.dicts, self.codes, self.struct = dicts, codes, struct
+    def __init__(self, dicts: list[dict[str, Any] | None], codes: np.ndarray, struct: pa.Array,
+                 unread: np.ndarray) -> None:
+        self.dicts, self.codes, self.struct, self.unread = dicts, codes, struct, unread
 
     @classmethod
     def parse(cls, texts: pa.ChunkedArray) -> MetadataColumn | None:
         encoded = pc.dictionary_encode(texts.combine_chunks())
         dicts: list[dict[str, Any] | None] = []
+        lost: list[bool] = []
         for text in encoded.dictionary.to_pylist():
             stripped = text.strip()
             dicts.append(metadata_dict(stripped) if stripped else None)
+            lost.append(bool(stripped) and not _json_object_or_other(stripped))
         distinct = _struct_of(dicts)
         if distinct is None:
             return None
         indices = encoded.indices
         codes = (indices.fill_null(-1) if indices.null_count else indices).to_numpy().astype(np.int64)
+        unread = np.append(np.array(lost, dtype=bool), False)[codes]  # code -1 (empty cell): read as empty
         # Dictionary-encoded: table_events scans each distinct struct once (see bench/README.md, shapes_bench.py).
-        return cls(dicts, codes, pa.DictionaryArray.from_arrays(indices, distinct))
+        return cls(dicts, codes, pa.DictionaryArray.from_arrays(indices, distinct), unread)
 
     def filter(self, keep: np.ndarray) -> MetadataColumn:
-        return MetadataColumn(self.dicts, self.codes[keep], self.struct.filter(pa.array(keep)))
+        return MetadataColumn(self.dicts, self.codes[keep], self.struct.filter(pa.array(keep)), self.unread[keep])

@@ -13,8 +13,10 @@ its header repeats a name, lacks a required field or holds one stormlog does not
 know (every schema record of such a file is rejected), a cell is too long for
 Python's ``csv`` module, or the distinct metadata do not make one struct type.
 Otherwise it names the rows the row-by-row path must still take: records that
-are not of schema v2/v3, cells that are no number, and rows the columnar rules
-reject (so that their warning is today's, word for word).
+are not of schema v2/v3/v4, cells that are no number, and rows the columnar rules
+reject (so that their warning is today's, word for word). A v4 row whose metadata
+cell is a Python literal has its capabilities inferred as stormlog 0.4.3 does, which
+reads such a cell as ``{}`` (:func:`~stormwatch.formats.csv_export.stormlog_capabilities`).
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def _typed(cells: pa.Table) -> tuple[pa.Table, np.ndarray, MetadataColumn] | Non
         else:
             columns[name] = pa.nulls(size, pa.int64())
     version = columns["schema_version"]
-    slow |= ~np.asarray(pc.fill_null(pc.is_in(version, value_set=pa.array([2, 3])), False))
+    slow |= ~np.asarray(pc.fill_null(pc.is_in(version, value_set=pa.array([2, 3, 4])), False))
     metadata = MetadataColumn.parse(cells.column("metadata"))
     if metadata is None:
         return None
@@ -149,7 +151,8 @@ def columnar_csv(data: bytes, *, default_session_id: str) -> CsvColumnar | None:
     if fast.size < table.num_rows:
         keep = ~slow
         table, metadata = table.filter(pa.array(keep)), metadata.filter(keep)
-    events = table_events(table, _Header(cells.column_names, metadata), default_session_id=default_session_id)
+    events = table_events(table, _Header(cells.column_names, metadata), default_session_id=default_session_id,
+                          unread_metadata=metadata.unread)
     rejected = fast[[row for row, _ in events.problems]] if events.problems else np.zeros(0, dtype=np.int64)
     return CsvColumnar(
         frame=events.frame, kept=fast[events.kept], slow=np.union1d(np.flatnonzero(slow), rejected), cells=cells

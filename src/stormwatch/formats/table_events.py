@@ -187,8 +187,11 @@ def _versions(table: pa.Table) -> np.ndarray:
     return int_values(table.column("schema_version"), fill=3)
 
 
-def table_events(table: pa.Table, source: RowSource, *, default_session_id: str) -> TableEvents:
-    """Schema v2/v3/v4 rows of ``table`` (see the module doc) as canonical events, in table order."""
+def table_events(table: pa.Table, source: RowSource, *, default_session_id: str,
+                 unread_metadata: np.ndarray | None = None) -> TableEvents:
+    """Schema v2/v3/v4 rows of ``table`` (see the module doc) as canonical events, in table order.
+    ``unread_metadata``: per row, whether stormlog reads its metadata as ``{}`` (a CSV cell holding a
+    Python literal): a v4 row's capabilities are then inferred, as 0.4.3 infers them, whatever it states."""
     size = table.num_rows
     errors = Errors(size)
     v4 = _versions(table) == 4
@@ -200,7 +203,9 @@ def table_events(table: pa.Table, source: RowSource, *, default_session_id: str)
         errors.add(np.array([row]), reason)
     strings = {name: categorical(table.column(name)) for name in STRING_FIELDS}  # encoded once, checked on categories
     _check_fields(table, v4, source, errors)
-    inferred = check_capabilities(table, v4, strings["collector"], metadata_dicts, errors) if v4.any() else v4
+    unread = v4 & unread_metadata if unread_metadata is not None else np.zeros(size, dtype=bool)
+    inferred = (check_capabilities(table, v4, strings["collector"], metadata_dicts, errors, unread=unread)
+                if v4.any() else v4)
     _check_blanks(strings, errors)
     ints = {name: int_values(table.column(name), fill=0) for name in INT_FIELDS if name != "schema_version"}
     _check_values(table, ints, errors)
@@ -212,7 +217,8 @@ def table_events(table: pa.Table, source: RowSource, *, default_session_id: str)
     collective = collective_mask(metadata) if metadata is not None else np.zeros(size, dtype=bool)
     if inferred.any():
         collective |= infer_capabilities(
-            table, np.flatnonzero(inferred & ~rows_mask(bad, size)), strings["collector"], metadata_dicts
+            table, np.flatnonzero(inferred & ~rows_mask(bad, size)), strings["collector"], metadata_dicts,
+            unread=unread,
         )
     columns: dict[str, Any] = {
         "session_id": session_ids,

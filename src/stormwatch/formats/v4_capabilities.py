@@ -113,16 +113,19 @@ def _check_stated(table: pa.Table, capabilities: Column, stated: np.ndarray, dic
 
 
 def check_capabilities(
-    table: pa.Table, v4: np.ndarray, collector: pd.Categorical, dicts: np.ndarray, errors: Errors
+    table: pa.Table, v4: np.ndarray, collector: pd.Categorical, dicts: np.ndarray, errors: Errors, *,
+    unread: np.ndarray,
 ) -> np.ndarray:
     """The capability rules over the ``v4`` rows (a mask) whose metadata is an object;
     ``dicts`` holds every v4 row's metadata ``dict``. Returns the rows whose capabilities
-    are absent, to be inferred (see :func:`infer_capabilities`)."""
+    are absent, to be inferred (see :func:`infer_capabilities`), and the ``unread`` rows
+    (metadata stormlog reads as ``{}``), whose stated capabilities it never sees."""
     size = table.num_rows
     metadata = table.column("metadata") if "metadata" in table.column_names else None
     if metadata is None or not pa.types.is_struct(metadata.type):
         return np.zeros(size, dtype=bool)  # every row breaks "metadata must be an object"
-    objects = v4 & ~rows_mask(null_rows(metadata), size)
+    blind = v4 & unread
+    objects = v4 & ~rows_mask(null_rows(metadata), size) & ~blind
     capabilities = _child(metadata, _CAPABILITIES)
     if capabilities is None:
         inferred = objects
@@ -138,18 +141,20 @@ def check_capabilities(
             _check_stated(table, capabilities, stated, dicts, errors)
     if inferred.any():
         _check_inferred(table, inferred, collector, metadata, errors)
-    return inferred
+    if blind.any():  # 0.4.3 sees {}: its inferred sampling source is "legacy", never blank
+        _check_inferred(table, blind, collector, None, errors)
+    return inferred | blind
 
 
 def _check_inferred(
-    table: pa.Table, inferred: np.ndarray, collector: pd.Categorical, metadata: Column, errors: Errors
+    table: pa.Table, inferred: np.ndarray, collector: pd.Categorical, metadata: Column | None, errors: Errors
 ) -> None:
     """What inferred capabilities can break: ``str(collector)`` or the metadata's
     ``sampling_source`` blank, a change counted without an allocated counter."""
     size = table.num_rows
     blank = rows_mask(blank_positions(collector), size)
     errors.add(inferred & blank, f"{_FIELD}telemetry_collector must be a non-empty string")
-    source = _child(metadata, "sampling_source")
+    source = None if metadata is None else _child(metadata, "sampling_source")
     if source is not None and (pa.types.is_string(source.type) or pa.types.is_large_string(source.type)):
         blank = rows_mask(blank_rows(source), size)
         errors.add(inferred & blank, f"{_FIELD}sampling_source must be a non-empty string")
@@ -158,13 +163,15 @@ def _check_inferred(
 
 
 def infer_capabilities(
-    table: pa.Table, rows: np.ndarray, collector: pd.Categorical, dicts: np.ndarray
+    table: pa.Table, rows: np.ndarray, collector: pd.Categorical, dicts: np.ndarray, *, unread: np.ndarray
 ) -> np.ndarray:
     """Puts into ``dicts`` the metadata of ``rows`` (positions, valid rows lacking capabilities)
     with the capabilities ``inferred_capabilities`` gives; returns the rows whose inferred
-    capabilities hold a collective token (a boolean mask of the table's size).
+    capabilities hold a collective token (a boolean mask of the table's size). An ``unread`` row
+    (metadata stormlog reads as ``{}``) keeps its metadata but for the capabilities, inferred
+    from ``{}`` as 0.4.3 infers them.
 
-    One ``dict`` per distinct (metadata dict, collector, counters present), shared by its rows.
+    One ``dict`` per distinct (metadata dict, collector, counters present, unread), shared by its rows.
     """
     collective = np.zeros(table.num_rows, dtype=bool)
     if rows.size == 0:
@@ -174,14 +181,21 @@ def infer_capabilities(
     for bit, name in enumerate(_INFERRED_COUNTERS):
         counted |= (~rows_mask(null_rows(table.column(name)), table.num_rows)[rows]).astype(np.int64) << bit
     codes = collector.codes[rows].astype(np.int64) + 1
-    keys = (sources.astype(np.int64) * (len(collector.categories) + 1) + codes) << len(_INFERRED_COUNTERS) | counted
+    blind = unread[rows].astype(np.int64)
+    keys = ((sources.astype(np.int64) * (len(collector.categories) + 1) + codes) << len(_INFERRED_COUNTERS) | counted
+            ) << 1 | blind
     order = np.argsort(keys, kind="stable")
     starts = np.flatnonzero(np.diff(keys[order], prepend=-1))
     for first, members in zip(order[starts].tolist(), np.split(rows[order], starts[1:]), strict=True):
         value = collector[rows[first]]
         record: dict[str, object] = {"collector": None if pd.isna(value) else value}
         record.update({name: 0 if counted[first] >> bit & 1 else None for bit, name in enumerate(_INFERRED_COUNTERS)})
-        metadata = inferred_capabilities(dicts[rows[first]], record)
+        found = dicts[rows[first]]
+        if unread[rows[first]]:
+            kept = {key: value for key, value in found.items() if key != _CAPABILITIES}
+            metadata = {**kept, _CAPABILITIES: inferred_capabilities({}, record)[_CAPABILITIES]}
+        else:
+            metadata = inferred_capabilities(found, record)
         dicts[members] = metadata
         if has_collective_token_in_values(metadata[_CAPABILITIES]):
             collective[members] = True
