@@ -128,6 +128,7 @@ def _typed(cells: pa.Table) -> tuple[pa.Table, np.ndarray, MetadataColumn] | Non
         else:
             columns[name] = pa.nulls(size, pa.int64())
     version = columns["schema_version"]
+    # v4 rows too, capabilities inferred as 0.4.3 does (bench/README.md, "v4 CSV on the columnar path")
     slow |= ~np.asarray(pc.fill_null(pc.is_in(version, value_set=pa.array([2, 3, 4])), False))
     metadata = MetadataColumn.parse(cells.column("metadata"))
     if metadata is None:
