@@ -26,9 +26,40 @@ from enum import Enum
 from pathlib import Path
 
 from tests.reference_model import _clean_env, ensure_stormlog43
-from tests.stormlog43_oom import _TORCH_STANDIN
 
 GIB = 1 << 30
+
+#: The torch stand-in: stormlog 0.4.3's trackers import torch; given a ``collector`` they sample through it alone.
+TORCH_STANDIN = '''
+class device:
+    def __init__(self, spec="cpu"):
+        self.type = str(spec).split(":")[0]
+class _Cuda:
+    class OutOfMemoryError(RuntimeError):
+        pass
+    @staticmethod
+    def is_available():
+        return False
+    @staticmethod
+    def device_count():
+        return 0
+class _Version:
+    cuda = None
+    hip = None
+class _Mps:
+    @staticmethod
+    def is_available():
+        return False
+    @staticmethod
+    def is_built():
+        return False
+class _Backends:
+    mps = _Mps()
+cuda = _Cuda()
+version = _Version()
+backends = _Backends()
+__version__ = "0.0-standin"
+'''
 
 #: The jax stand-in: one GPU device whose ``memory_stats()`` replays ``SCRIPT`` (a list of
 #: ``(bytes_in_use, bytes_reserved)`` set by the writer), one entry per call, holding the last.
@@ -69,7 +100,7 @@ class numpy:
 
 #: A CUDA collector replaying ``values`` (allocated bytes), one per sample, holding the last; reserved is
 #: allocated + ``gap`` bytes, the device's 80 GiB otherwise used by 1 GiB of context.
-_SCRIPTED_COLLECTOR = r'''
+SCRIPTED_COLLECTOR = r'''
 from stormlog.device_collectors import (DeviceMemoryCapabilities, DeviceMemoryCollector, DeviceMemorySample,
                                         DeviceMemorySampleResult)
 GIB = 1 << 30
@@ -99,7 +130,7 @@ class Scripted(DeviceMemoryCollector):
                                         supports_device_free=True, supports_device_total=True)
 '''
 
-_CUDA_BUNDLE_WRITER = _SCRIPTED_COLLECTOR + r'''
+_CUDA_BUNDLE_WRITER = SCRIPTED_COLLECTOR + r'''
 import json, sys, time
 args = json.loads(sys.argv[1])
 import stormlog.diagnose as diagnose
@@ -143,7 +174,7 @@ if not timeline["timestamps"]:
     raise SystemExit(f"no samples in the timeline (exit code {code}): {timeline}")
 '''
 
-_SINK_WRITER = _SCRIPTED_COLLECTOR + r'''
+_SINK_WRITER = SCRIPTED_COLLECTOR + r'''
 import json, sys, time
 args = json.loads(sys.argv[1])
 from stormlog.telemetry_sink import TelemetrySinkConfig
@@ -207,7 +238,7 @@ class SinkPolicy:
 def _standins(folder: Path) -> Path:
     """The folder holding the torch and jax stand-ins (written once)."""
     root = folder.parent / f"{folder.name}-standins"
-    for name, source in (("torch", _TORCH_STANDIN), ("jax", _JAX_STANDIN)):
+    for name, source in (("torch", TORCH_STANDIN), ("jax", _JAX_STANDIN)):
         (root / name).mkdir(parents=True, exist_ok=True)
         (root / name / "__init__.py").write_text(source)
     return root
