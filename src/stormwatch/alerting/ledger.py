@@ -291,18 +291,25 @@ def pending_job_ids(
 _RESOLVED = "resolved"  # a line's ``state`` once its alert resolved (alert_records.Transition imports us)
 
 
-def firing_job_ids(state: LedgerState) -> frozenset[str]:
-    """The job ids whose alerts the ledger shows firing: per alert (its ``alert`` fingerprint, or the
-    finding's key on a line written before there was one), the job of its newest line, unless that
-    line resolved it. What an alert state rebuilt from the ledger must observe again: without it an
-    unchanged job's firing alert would be forgotten and its resolution never sent."""
+def newest_per_alert(state: LedgerState) -> dict[str, Decision]:
+    """Each alert's newest decision (by ``decided_at``), keyed by its ``alert`` fingerprint, or by the
+    finding's key for a line written before there was one."""
     newest: dict[str, Decision] = {}
-    for decision in state.latest.values():
+    for decision in state.latest.values():  # in order of first appearance; decided_at orders them
         alert = decision.alert or decision.key.text
         known = newest.get(alert)
         if known is None or known.decided_at <= decision.decided_at:
             newest[alert] = decision
-    return frozenset(decision.key.job_id for decision in newest.values() if decision.state != _RESOLVED)
+    return newest
+
+
+def firing_job_ids(state: LedgerState) -> frozenset[str]:
+    """The job ids whose alerts the ledger shows firing: per alert, the job of its newest line
+    (:func:`newest_per_alert`), unless that line resolved it. What an alert state rebuilt from the
+    ledger must observe again: without it an unchanged job's firing alert would be forgotten and its
+    resolution never sent."""
+    return frozenset(decision.key.job_id for decision in newest_per_alert(state).values()
+                     if decision.state != _RESOLVED)
 
 
 _UNSETTLED = frozenset({ChannelStatus.FAILED, ChannelStatus.IN_FLIGHT,

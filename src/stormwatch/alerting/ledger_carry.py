@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import orjson
 
-from stormwatch.alerting.ledger import ConfigNote, Decision, LedgerState
+from stormwatch.alerting.ledger import ConfigNote, Decision, LedgerState, newest_per_alert
 
 #: The ``type`` of a carried ledger's first line: ``{"type": "carried", "decided_at": ..., "archive": ...}``.
 CARRIED = "carried"
@@ -41,13 +41,7 @@ def newest_lines(state: LedgerState) -> list[Decision | ConfigNote]:
     """The newest decision of each alert (by ``decided_at``; a line without a fingerprint counts as
     its own alert) and the newest note of each file, oldest first, so that reading them back gives
     ``state``'s newest decisions again."""
-    newest: dict[str, Decision] = {}
-    for decision in state.latest.values():  # in order of first appearance; decided_at orders them
-        alert = decision.alert or decision.key.text
-        known = newest.get(alert)
-        if known is None or known.decided_at <= decision.decided_at:
-            newest[alert] = decision
-    kept: list[Decision | ConfigNote] = [*newest.values(), *state.config.values()]
+    kept: list[Decision | ConfigNote] = [*newest_per_alert(state).values(), *state.config.values()]
     return sorted(kept, key=lambda line: line.decided_at)
 
 
