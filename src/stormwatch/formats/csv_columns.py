@@ -179,10 +179,15 @@ def int_column(texts: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     return pa.array(values, mask=~valid | bad), bad
 
 
-def _json_object_or_other(text: str) -> bool:
-    """Whether stormlog reads the cell ``text`` as :func:`metadata_dict` does: it parses JSON only, so
-    a Python literal (what its exporters write) is lost to it (:func:`read_metadata_cell`)."""
-    return read_metadata_cell(text)[1]
+def _not_json(text: str) -> bool:
+    """Whether ``text`` is no JSON. Of a cell :func:`metadata_dict` read as a non-empty dict, that is
+    what stormlog loses: it parses JSON only, so a Python literal (what its exporters write) is ``{}``
+    to it (:func:`read_metadata_cell`, without parsing the literal a second time)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
 
 
 def _struct_of(dicts: list[dict[str, Any] | None]) -> pa.Array | None:
@@ -226,8 +231,9 @@ class MetadataColumn:
         lost: list[bool] = []
         for text in encoded.dictionary.to_pylist():
             stripped = text.strip()
-            dicts.append(metadata_dict(stripped) if stripped else None)
-            lost.append(bool(stripped) and not _json_object_or_other(stripped))
+            found = metadata_dict(stripped) if stripped else None
+            dicts.append(found)
+            lost.append(bool(found) and _not_json(stripped))
         distinct = _struct_of(dicts)
         if distinct is None:
             return None
