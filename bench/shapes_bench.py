@@ -1,7 +1,8 @@
 """Shapes benchmark: one job in every artifact shape stormlog writes, each against its own parse floor.
 
     python bench/shapes_bench.py [--ranks 8] [--samples 5000] [--seed 0] [--repeat 3]
-                                 [--shapes jsonl-text,jsonl-null,csv,json,sink,bundle,v4,v4-csv,oom-dump,mlx]
+                                 [--shapes jsonl-text,jsonl-null,csv,json,sink,sink-restart,bundle,v4,
+                                           v4-csv,oom-dump,mlx]
                                  [--skip-reference] [--skip-scaling] [--scaling-factors 0.5,1,2]
                                  [--keep DIR]
 
@@ -18,6 +19,8 @@ per shape, one job folder each (``DIR/<shape>/rank_N/...``):
               ``json.dump(records, f, indent=2, default=str)``
   sink        rank_N/telemetry/: stormlog's AppendOnlyTelemetrySink (tests.builders.write_sink),
               ~4 rotated segment-*.jsonl + manifest.json per rank
+  sink-restart  the sink's writer run twice per rank (write_restarted_sink): a session left running,
+              then a restarted one appended; ~16 segments, retention deleting the oldest; a rollups.json
   bundle      rank_N/: a diagnose bundle (tests.builders.write_diagnose_bundle: environment.json,
               telemetry_timeline.json with the CUDA tracker's int shape over the sample records,
               diagnostic_summary.json, manifest.json from stormlog's session summary). As diagnose
@@ -34,7 +37,8 @@ per shape, one job folder each (``DIR/<shape>/rank_N/...``):
               of ``{"telemetry_events": [...]}``, the v4 records above; its ``session_summary`` left
               out). 0.3.5 cannot read it, so the reference shows ``-``
   oom-dump    sink's layout, and on the last rank an OOM flight-recorder dump (write_oom_dump):
-              its ring buffer (the last 10,000 sink records) copied out as 0.4.3 lays it out.
+              its ring buffer (the last 10,000 sink records) copied out as 0.4.3 lays it out, in the
+              legacy record shape (float seconds, ``memory_*``) that 0.4.3's recorder writes.
               The reference reads the sinks alone (each event once); stormwatch the whole folder,
               so "agree" says the dump's copies were not counted twice
 
@@ -92,7 +96,8 @@ from model_bench import (  # noqa: E402
     stormwatch_pipeline,
 )
 
-SHAPES = ("jsonl-text", "jsonl-null", "csv", "json", "sink", "bundle", "v4", "v4-csv", "oom-dump", "mlx")
+SHAPES = ("jsonl-text", "jsonl-null", "csv", "json", "sink", "sink-restart", "bundle", "v4", "v4-csv", "oom-dump",
+          "mlx")
 #: stormlog 0.4.3's OOMFlightRecorder default ring buffer (events copied out at an OOM).
 DUMP_BUFFER = 10_000
 SCALING_SHAPES = ("csv", "json")
@@ -156,18 +161,38 @@ def write_sink_dir(path: Path, records: list[dict[str, Any]]) -> None:
     write_sink(path, records=records, rollover_max_events=len(records) // 4 + 1, retention_max_files=10_000)
 
 
-def _sink_records(folder: Path) -> list[dict[str, Any]]:
-    return [rec for seg in sorted(folder.glob("segment-*.jsonl")) for rec in _read_records(seg)]
+def write_restarted_sink(path: Path, records: list[dict[str, Any]]) -> None:
+    """A sink the rank wrote twice: its first half as one session left running (the process died),
+    then, after a restart, its second half as a new session appended to the same sink (which turns
+    the first "interrupted"); rotating into ~16 segments of which retention keeps the newest 12; and
+    a ``rollups.json`` as 0.4.3's sink writes beside them (a summary, not events)."""
+    from tests.builders import write_sink
+
+    half = len(records) // 2
+    restarted = [{**rec, "session_id": f"{rec['session_id']}-restart"} for rec in records[half:]]
+    every = len(records) // 16 + 1
+    write_sink(path, records=records[:half], rollover_max_events=every, retention_max_files=12, close_status=None)
+    write_sink(path, records=restarted, rollover_max_events=every, retention_max_files=12)
+    segments = sorted(path.glob("segment-*.jsonl"))
+    rollups = {"format": "stormlog.telemetry_rollups", "schema_version": 1,
+               "generated_at_ns": records[-1]["timestamp_ns"],
+               "coverage": {"retained_segment_count": len(segments),
+                            "retained_segment_filenames": [seg.name for seg in segments]},
+               "sessions": [{"session_id": records[0]["session_id"]}, {"session_id": restarted[0]["session_id"]}]}
+    (path / "rollups.json").write_text(json.dumps(rollups, indent=2, sort_keys=True))
 
 
-def write_oom_dump(root: Path, records: list[dict[str, Any]], *, rank: int) -> None:
+def write_oom_dump(root: Path, records: list[dict[str, Any]], seconds: list[float], *, rank: int) -> None:
     """An OOM flight-recorder dump as stormlog 0.4.3's ``OOMFlightRecorder.dump`` lays it out
     (``oom_dump_<stamp>_<pid>_<backend>_<seq>/``, each file ``json.dump(..., indent=2, default=str)``):
-    the last :data:`DUMP_BUFFER` of the rank's sink records as ``events.json`` (copies of what the
-    sink holds), and the metadata of a CUDA OOM. Written by hand: 0.4.3 is not importable beside 0.3.5."""
+    the last :data:`DUMP_BUFFER` of the rank's records (``seconds``: their stamps) as ``events.json``
+    in the legacy shape the recorder's ring buffer holds (``TrackingEvent.to_dict()``: float seconds,
+    ``memory_*``, ``device_*``, ``backend``), copies of what the sink holds; and the metadata of a
+    CUDA OOM. Written by hand: 0.4.3 is not importable beside 0.3.5."""
     folder = root / f"oom_dump_20231114T221320Z_{4242 + rank}_cuda_1"
     folder.mkdir(parents=True)
-    events = records[-DUMP_BUFFER:]
+    events = [_legacy_event(rec, stamp) for rec, stamp in zip(records[-DUMP_BUFFER:], seconds[-DUMP_BUFFER:],
+                                                               strict=True)]
     session = events[-1].get("session_id") if events else None
     metadata = {"reason": "torch.cuda.OutOfMemoryError", "exception_type": "OutOfMemoryError",
                 "exception_module": "torch.cuda",
@@ -184,6 +209,20 @@ def write_oom_dump(root: Path, records: list[dict[str, Any]], *, rank: int) -> N
                                                        "environment.json"]})):
         with open(folder / name, "w") as handle:
             json.dump(payload, handle, indent=2, default=str)
+
+
+def _legacy_event(record: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """A v3 record in the legacy shape of 0.4.3's ``TrackingEvent.to_dict()``."""
+    return {"timestamp": seconds, "event_type": record["event_type"], "session_id": record["session_id"],
+            "memory_allocated": record["allocator_allocated_bytes"],
+            "memory_reserved": record["allocator_reserved_bytes"], "memory_change": record["allocator_change_bytes"],
+            "device_id": record["device_id"], "context": record["context"], "job_id": record.get("job_id"),
+            "rank": record.get("rank"), "local_rank": record.get("local_rank"),
+            "world_size": record.get("world_size"), "metadata": record.get("metadata") or {},
+            "active_memory": record.get("allocator_active_bytes"),
+            "inactive_memory": record.get("allocator_inactive_bytes"), "device_used": record["device_used_bytes"],
+            "device_free": record.get("device_free_bytes"), "device_total": record.get("device_total_bytes"),
+            "backend": "cuda"}
 
 
 def write_bundle(path: Path, records: list[dict[str, Any]]) -> None:
@@ -275,6 +314,8 @@ def write_shape(shape: str, folder: Path, source: list[Path]) -> int:
             write_tracker_json(rank_dir / "events.json", records)
         elif shape == "sink":
             write_sink_dir(rank_dir / "telemetry", records)
+        elif shape == "sink-restart":
+            write_restarted_sink(rank_dir / "telemetry", records)
         elif shape == "bundle":
             write_bundle(rank_dir, records)
             records = [rec for rec in records if rec["event_type"] == "sample"]
@@ -291,9 +332,12 @@ def write_shape(shape: str, folder: Path, source: list[Path]) -> int:
             with open(rank_dir / "tracking.json", "w") as handle:  # as 0.4.3's MLX tracker writes it
                 json.dump({"telemetry_events": records}, handle, indent=2, allow_nan=False)
         elif shape == "oom-dump":
+            # 0.4.3 stamps an event once, in float seconds: the sink stores int(seconds * 1e9), the dump the seconds
+            seconds = [rec["timestamp_ns"] / 1e9 for rec in records]
+            records = [{**rec, "timestamp_ns": int(stamp * 1e9)} for rec, stamp in zip(records, seconds, strict=True)]
             write_sink_dir(rank_dir / "telemetry", records)
             if rank == len(source) - 1:
-                write_oom_dump(rank_dir / "oom_dumps", _sink_records(rank_dir / "telemetry"), rank=rank)
+                write_oom_dump(rank_dir / "oom_dumps", records, seconds, rank=rank)
         else:
             raise ValueError(f"unknown shape {shape!r}")
         total += len(records)
@@ -309,7 +353,7 @@ def shape_job(shape: str, folder: Path, records: int) -> ShapeJob:
     elif shape in ("csv", "json", "v4-csv"):
         ref_inputs = [d / f"events.{shape.removeprefix('v4-')}" for d in ranks]
         floor_files = ref_inputs
-    elif shape in ("sink", "oom-dump"):  # the reference reads the sinks: the job's events, each once
+    elif shape in ("sink", "sink-restart", "oom-dump"):  # the reference reads the sinks: the job's events, once
         ref_inputs = [d / "telemetry" for d in ranks]
         floor_files = [seg for d in ref_inputs for seg in sorted(d.glob("segment-*.jsonl"))]
     elif shape == "mlx":
@@ -474,12 +518,12 @@ def fmt_x(value: float | None) -> str:
 
 
 def print_table(results: list[Result]) -> None:
-    head = (f"{'shape':<11}{'records':>9}{'input':>9}{'reference':>11}{'cold':>9}{'warm':>9}{'floor':>9}"
+    head = (f"{'shape':<13}{'records':>9}{'input':>9}{'reference':>11}{'cold':>9}{'warm':>9}{'floor':>9}"
             f"{'warm/fl':>9}{'cold/fl':>9}{'peak RSS':>10}  {'model vs ref'}")
     print(head)
     print("-" * (len(head) + 4))
     for r in results:
-        print(f"{r.shape:<11}{r.job.records:>9,}{fmt_size(r.job.input_bytes):>9}{fmt_s(r.ref_s):>11}"
+        print(f"{r.shape:<13}{r.job.records:>9,}{fmt_size(r.job.input_bytes):>9}{fmt_s(r.ref_s):>11}"
               f"{fmt_s(r.cold_s):>9}{fmt_s(r.warm_s):>9}{fmt_s(r.floor_s):>9}"
               f"{fmt_x(ratio(r.warm_s, r.floor_s)):>9}{fmt_x(ratio(r.cold_s, r.floor_s)):>9}"
               f"{fmt_size(r.peak_rss):>10}  {r.agree}")
@@ -488,7 +532,7 @@ def print_table(results: list[Result]) -> None:
         notes = [f"floor {r.floor_label}", f"reference: {r.ref_note}"]
         if r.note:
             notes.append(r.note)
-        print(f"  {r.shape:<11}" + "; ".join(notes))
+        print(f"  {r.shape:<13}" + "; ".join(notes))
         for line in r.diffs[:8]:
             print(f"      {line}")
         if len(r.diffs) > 8:
@@ -503,7 +547,7 @@ def targets(results: list[Result]) -> bool:
         speed = warm_x is not None and cold_x is not None and warm_x <= FLOOR_TARGET and cold_x <= FLOOR_TARGET
         memory = r.peak_rss is not None and r.peak_rss < r.job.input_bytes
         ok &= speed and memory
-        print(f"  {r.shape:<11}speed (warm {fmt_x(warm_x)}, cold {fmt_x(cold_x)}): {'met' if speed else 'NOT met'}"
+        print(f"  {r.shape:<13}speed (warm {fmt_x(warm_x)}, cold {fmt_x(cold_x)}): {'met' if speed else 'NOT met'}"
               f"; memory ({fmt_size(r.peak_rss)} vs {fmt_size(r.job.input_bytes)}): {'met' if memory else 'NOT met'}"
               + ("" if r.agree == "-" else f"; model: {r.agree}"))
     return ok

@@ -24,14 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stormwatch.events.frame import concat_frames, empty_frame, frame_from_rows
+from stormwatch.events.frame import concat_frames, frame_from_rows
 from stormwatch.events.records import normalise_record
 from stormwatch.events.schema import RecordError
 from stormwatch.events.sessions import SessionSummary, summary_from_mapping
 from stormwatch.formats.bad_input import describe_problems
-from stormwatch.formats.json_table import record_table
+from stormwatch.formats.json_table import RecordTable, record_table
 from stormwatch.formats.json_value import TooDeepError, parse_json_value
 from stormwatch.formats.jsonl import BOM, ParsedEvents
+from stormwatch.formats.legacy_table import legacy_table
 
 _EVENT_HINT_KEYS = (
     "schema_version",
@@ -195,13 +196,23 @@ def _events(
     records: list[Any], numbers: Sequence[int], *, columnar: bool, default_session_id: str
 ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     """Events of the records in order, and (number, reason) problems (``numbers``: each record's
-    number in warnings); schema v2/v3/v4 records on the columnar path (when ``columnar``, see
-    :mod:`stormwatch.formats.json_table`), every other record one by one."""
-    fast = record_table(records, default_session_id=default_session_id) if columnar else None
-    rest = range(len(records)) if fast is None else fast.rest.tolist()
+    number in warnings); when ``columnar``, schema v2/v3/v4 records (:mod:`stormwatch.formats.json_table`)
+    and legacy-shaped ones (:mod:`stormwatch.formats.legacy_table`) as columns, every other record
+    one by one."""
+    tables: list[RecordTable] = []
+    rest = np.arange(len(records))
+    if columnar:
+        fast = record_table(records, default_session_id=default_session_id)
+        if fast is not None:
+            tables.append(fast)
+            rest = fast.rest
+        legacy = legacy_table(records, rest, default_session_id=default_session_id)
+        if legacy is not None:
+            tables.append(legacy)
+            rest = legacy.rest
     rows, kept = [], []
     problems: list[tuple[int, str]] = []
-    for position in rest:
+    for position in rest.tolist():
         try:
             rows.append(normalise_record(records[position], default_session_id=default_session_id))
         except RecordError as exc:
@@ -211,9 +222,11 @@ def _events(
             problems.append((numbers[position], "metadata nested too deeply"))
             continue
         kept.append(position)
-    if fast is None:
-        return frame_from_rows(rows), problems
-    if not rows:
-        return (fast.frame if len(fast.frame) else empty_frame()), problems
-    order = np.argsort(np.concatenate([fast.positions, np.asarray(kept, dtype=np.int64)]), kind="stable")
-    return concat_frames([fast.frame, frame_from_rows(rows)]).take(order).reset_index(drop=True), problems
+    frames = [table.frame for table in tables if len(table.frame)]
+    if rows or not frames:
+        frames.append(frame_from_rows(rows))
+        tables.append(RecordTable(frame=frames[-1], positions=np.asarray(kept, dtype=np.int64), rest=rest))
+    if len(frames) == 1:
+        return frames[0], problems
+    order = np.argsort(np.concatenate([table.positions for table in tables if len(table.frame)]), kind="stable")
+    return concat_frames(frames).take(order).reset_index(drop=True), problems

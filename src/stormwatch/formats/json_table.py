@@ -122,11 +122,16 @@ def _depth(kind: pa.DataType) -> int:
 
 
 def _metadata_column(records: list[dict[str, Any]]) -> tuple[pa.Array, np.ndarray] | None:
-    """``metadata`` as one Arrow array (a row whose metadata is no object: null) and as an
-    object array of the dicts; None when the dicts do not form one type, or nest too deeply."""
+    """``metadata`` of the records (a row whose metadata is no object: null), see :func:`metadata_arrays`."""
     dicts = [record.get("metadata") for record in records]
     if any(type(value) is not dict for value in dicts):
         dicts = [value if type(value) is dict else None for value in dicts]
+    return metadata_arrays(dicts)
+
+
+def metadata_arrays(dicts: list[dict[str, Any] | None]) -> tuple[pa.Array, np.ndarray] | None:
+    """Metadata dicts (None: a null row) as one Arrow array and as an object array of the
+    dicts; None when the dicts do not form one type, or nest too deeply."""
     try:
         column = pa.array(dicts)
     except (*_CONVERSION_ERRORS, TypeError, ValueError):
