@@ -67,24 +67,47 @@ class CsvColumnar:
 
 class _Header:
     """The RowSource of a CSV: a key is present in a row iff the header has its column;
-    the metadata dicts come from the parsed distinct cells, one object per row as today."""
+    the metadata dicts come from the parsed distinct cells, shared by the rows of one cell
+    until :func:`_unshared` gives each row that keeps one its own."""
 
     def __init__(self, names: list[str], metadata: MetadataColumn) -> None:
         self.names, self.meta = frozenset(names), metadata
+        self.dicts = np.empty(len(metadata.dicts), dtype=object)
+        self.dicts[:] = metadata.dicts
 
     def has_key(self, rows: np.ndarray, key: str) -> np.ndarray:
         return np.full(len(rows), key in self.names, dtype=bool)
 
     def metadata(self, rows: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, str]]]:
         out = np.full(size, None, dtype=object)
-        dicts, codes = self.meta.dicts, self.meta.codes
-        handed: set[int] = set()  # a dict goes to its first row as parsed, to later rows as a copy
-        for row in rows.tolist():
-            code = int(codes[row])
-            if code >= 0:
-                out[row] = copy.deepcopy(dicts[code]) if code in handed else dicts[code]
-                handed.add(code)
+        codes = self.meta.codes[rows]
+        found = codes >= 0
+        out[rows[found]] = self.dicts[codes[found]]
         return out, []
+
+
+def _unshared(frame: pd.DataFrame, parsed: list[dict[str, Any] | None]) -> pd.DataFrame:
+    """``frame`` with each row still holding a parsed cell's dict given its own (the first row
+    the parsed one, later rows a copy), as the row-by-row reader gives them. Rows whose v4
+    capabilities were inferred hold a dict made for their group, shared as on the JSON Lines path:
+    inferring per distinct cell, not per row, is why the dicts are handed out shared
+    (bench/README.md, "v4 CSV on the columnar path")."""
+    ids = {id(item) for item in parsed if item is not None}
+    values = frame["metadata"].to_numpy(dtype=object, copy=True)
+    handed: set[int] = set()
+    changed = False
+    for row, item in enumerate(values.tolist()):
+        if item is None or id(item) not in ids:
+            continue
+        if id(item) in handed:
+            values[row] = copy.deepcopy(item)
+            changed = True
+        handed.add(id(item))
+    if not changed:
+        return frame
+    frame = frame.copy(deep=False)
+    frame["metadata"] = values
+    return frame
 
 
 def read_cells(data: bytes) -> pa.Table | None:
@@ -156,7 +179,8 @@ def columnar_csv(data: bytes, *, default_session_id: str) -> CsvColumnar | None:
                           unread_metadata=metadata.unread)
     rejected = fast[[row for row, _ in events.problems]] if events.problems else np.zeros(0, dtype=np.int64)
     return CsvColumnar(
-        frame=events.frame, kept=fast[events.kept], slow=np.union1d(np.flatnonzero(slow), rejected), cells=cells
+        frame=_unshared(events.frame, metadata.dicts), kept=fast[events.kept],
+        slow=np.union1d(np.flatnonzero(slow), rejected), cells=cells,
     )
 
 

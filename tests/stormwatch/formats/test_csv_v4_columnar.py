@@ -32,3 +32,22 @@ def test_v4_csv_rows_take_the_columnar_path_and_read_as_row_by_row(
         # every row the reader keeps came through the columnar path; only refused rows are re-read
         assert len(columnar.kept) == len(slow.frame)
         assert len(columnar.slow) == len(case.rejected_lines)
+
+
+@pytest.mark.parametrize("name", CSV_CASES)
+def test_inferred_capabilities_are_made_once_per_cell_and_shared(
+        name: str, jobs: Callable[[str], dict[str, list[Path]]]) -> None:  # noqa: F811
+    """Rows whose capabilities were inferred from one metadata cell share the dict made for them
+    (as rows of one metadata share it on the JSON Lines path); no two rows share a parsed cell's dict."""
+    case = CASES[name]
+    for path in jobs(case.tracker)[case.fmt]:
+        frame = read_csv(path.read_bytes(), label=str(path), default_session_id="legacy-x").frame
+        v4 = frame[frame["schema_version"] == 4]
+        dicts = [item for item in v4["metadata"] if item is not None]
+        assert dicts and all("memory_capabilities" in item for item in dicts)
+        distinct = {id(item) for item in dicts}
+        if case.fmt == "csv_json_metadata":  # capabilities stated in a JSON cell: checked, kept, each row its own
+            assert len(distinct) == len(dicts)
+        else:  # a Python-literal cell, which 0.4.3 reads as {}: inferred once per cell and counters present
+            groups = {repr(sorted(item.items(), key=str)) for item in dicts}
+            assert len(distinct) == len(groups) < len(dicts)
