@@ -2,7 +2,9 @@
 
 Rows are built from each job's model.json document (:class:`~stormwatch.outputs.document.JobDocument`),
 so a job skipped because its inputs did not change keeps the row of its last diagnosis.
-Failed and refused jobs get a row with their error and no verdict.
+Failed and refused jobs get a row with their error and no verdict. A row's first causes
+(``earliest``, ``most_severe``) say where and when besides what: ``oom``, ``host``, ``device_id``,
+``since_start_ns`` and ``oom_dump`` (:mod:`stormwatch.outputs.fleet_causes`); older rows lack them.
 
 A job diagnosed session by session (model.json's ``attempts``, see
 :mod:`stormwatch.outputs.attempts`) gets, in fleet.json, its ``session_count``, its
@@ -34,14 +36,12 @@ from typing import Any
 
 import pandas as pd
 
-from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
-from stormwatch.outputs.attempts import FirstCause
 from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.document_attempts import session_rank_rows
+from stormwatch.outputs.fleet_causes import row_causes
 from stormwatch.outputs.verdict import VerdictStatus
 
 FLEET_SCHEMA_VERSION = 1
-_INDICATOR_FIELDS = ("rank", "signal", "severity", "timestamp_ns", "phase_path", "confidence")
 
 
 class JobStatus(StrEnum):
@@ -60,7 +60,7 @@ class FleetRow:
     verdict: VerdictStatus | None = None
     exit_code: int | None = None
     summary: str | None = None
-    earliest: dict[str, Any] | None = None
+    earliest: dict[str, Any] | None = None  # a first cause, placed (stormwatch.outputs.fleet_causes)
     most_severe: dict[str, Any] | None = None
     ranks_present: int | None = None
     ranks_expected: int | None = None
@@ -138,14 +138,6 @@ def _verdict(value: Any) -> VerdictStatus | None:
     return None if value is None else VerdictStatus(value)
 
 
-def _cause(cause: FirstCause | AnomalyIndicator | None) -> dict[str, Any] | None:
-    return None if cause is None else {name: getattr(cause, name) for name in _INDICATOR_FIELDS}
-
-
-def _indicator(model: DiagnosticsModel, kind: IndicatorKind) -> dict[str, Any] | None:
-    return _cause(next((item for item in model.indicators if item.kind == kind), None))
-
-
 def _rank_rows(document: JobDocument) -> tuple[dict[str, Any], ...]:
     """fleet.parquet's rows of the document: every diagnosed attempt's, else its own session's."""
     if document.attempts:
@@ -165,14 +157,15 @@ def row_from_document(
     fleet = None if document.fleet is None else document.fleet.as_json()
     attempts = document.attempts or ()
     worst = next((entry.attempt for entry in attempts if entry.attempt.session_id == document.worst_session), None)
+    earliest, most_severe = row_causes(document)
     return FleetRow(
         job_id=document.job_id,
         status=status,
         verdict=verdict.status,
         exit_code=int(verdict.exit_code) if exit_code is None else int(exit_code),
         summary=verdict.summary,
-        earliest=_cause(worst.earliest) if worst else _indicator(model, IndicatorKind.EARLIEST),
-        most_severe=_cause(worst.most_severe) if worst else _indicator(model, IndicatorKind.MOST_SEVERE),
+        earliest=earliest,
+        most_severe=most_severe,
         ranks_present=len(model.present_ranks),
         ranks_expected=len(model.expected_ranks),
         missing_ranks=model.missing_ranks,

@@ -10,7 +10,8 @@ Members:
 - ``latest``: per job name, its newest diagnosed run (``job_id``, ``verdict``, ``diagnosed_at``, ``night``);
 - ``attention``: of those ``jobs``, the runs that need a person (a job name's newest run when it
   is critical or warning, and every failed run), critical first, then failed, then warning, newest
-  first within each;
+  first within each; each with what a page needs to say why (its first causes, placed, see
+  :mod:`stormwatch.outputs.fleet_causes`; its worst attempt and session; its missing ranks);
 - ``nights``: every stored night, newest first: its runs files (the partitions), run and verdict
   counts, and whether the window shows it;
 - the fleet-wide sections the audit computes (trends, regressions, ...), ``folded_at``.
@@ -37,7 +38,7 @@ COUNTED_COLUMNS = ("job_id", "job_name", "night", "status", "verdict", "diagnose
 _ATTENTION_ORDER = {(JobStatus.FAILED.value, None): 1, (None, VerdictStatus.CRITICAL.value): 0,
                     (None, VerdictStatus.WARNING.value): 2}
 _ATTENTION_FIELDS = ("job_id", "status", "verdict", "summary", "earliest", "most_severe", "report", "diagnosed_at",
-                     "error", "worst_attempt")
+                     "error", "worst_attempt", "worst_session", "missing_ranks", "ranks_present", "ranks_expected")
 
 
 def counts(counted: pd.DataFrame) -> dict[str, int]:
