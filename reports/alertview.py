@@ -2,6 +2,10 @@
 silenced, inhibited, failed or resolved, from fleet.json's optional ``alerts`` member (written by
 the notify step, :mod:`stormwatch.alerting.overview`).
 
+Alerts that are silenced or inhibited (on purpose not sent) are kept apart (``folded``): the page
+folds them under a closed ``<details>``, with their count in its summary. Each signal is shown by
+its title, its code beside it (:mod:`stormwatch.signals`).
+
 Absent or malformed: no section (an older fleet.json, or notifications never ran). Every string
 (job ids, names, signals, hosts, silence ids, configuration errors) is plain text here and
 escaped by the template; unknown statuses read as ``other`` (they become CSS classes).
@@ -15,10 +19,13 @@ from typing import Any
 
 from stormwatch.reports.fields import as_int, as_list, as_mapping
 from stormwatch.reports.formatting import NOT_AVAILABLE, format_iso
+from stormwatch.signals import SignalText, describe
 
 STATUS_LABELS = {"sent": "sent", "failed": "failed (retried next audit)", "silenced": "silenced",
                  "inhibited": "inhibited", "resolved": "resolved", "still_firing": "still firing",
                  "not_sent": "not sent (no channel)"}
+#: Statuses of alerts not sent on purpose: folded away on the page.
+FOLDED_STATUSES = ("silenced", "inhibited")
 KIND_LABELS = {"earliest": "earliest", "most_severe": "most severe", "oom": "OOM", "missing_ranks": "missing ranks",
                "regression": "regression", "suspect_host": "suspect device"}
 
@@ -31,6 +38,7 @@ class AlertRow:
     job_id: str
     kind: str
     signal: str
+    signal_text: SignalText  # the signal's title and meaning
     severity: str
     since: str
     last_sent: str
@@ -42,8 +50,16 @@ class ReceiverView:
     name: str
     channels: str
     counts: tuple[tuple[str, int], ...]  # (status label, count), non-zero only
-    rows: tuple[AlertRow, ...]
+    rows: tuple[AlertRow, ...]  # every alert but the folded ones
     omitted: int
+    folded: tuple[AlertRow, ...] = ()  # silenced and inhibited alerts
+
+    @property
+    def folded_summary(self) -> str:
+        """``4 inhibited, 1 silenced``: the folded alerts counted by status."""
+        counts = [(label, sum(row.status == status for row in self.folded))
+                  for status, label in ((status, STATUS_LABELS[status]) for status in FOLDED_STATUSES)]
+        return ", ".join(f"{count} {label}" for label, count in counts if count)
 
 
 @dataclass(frozen=True)
@@ -64,10 +80,12 @@ def _row(item: Mapping[str, Any]) -> AlertRow:
     subject = (f"host {_text(host)} device {_text(item.get('device'))}" if host is not None
                else _text(item.get("job_name")) or NOT_AVAILABLE)
     kind = _text(item.get("kind"))
+    signal = _text(item.get("signal"))
     return AlertRow(
         status=status, status_label=STATUS_LABELS.get(status, _text(item.get("status"))),
         subject=subject, job_id=_text(item.get("job_id")), kind=KIND_LABELS.get(kind, kind),
-        signal=_text(item.get("signal")), severity=_text(item.get("severity")),
+        signal=signal, signal_text=describe(signal or "unknown"),
+        severity=_text(item.get("severity")),
         since=format_iso(item.get("since") if isinstance(item.get("since"), str) else None),
         last_sent=format_iso(item.get("last_sent") if isinstance(item.get("last_sent"), str) else None),
         by=_text(item.get("by")),
@@ -79,10 +97,12 @@ def _receiver(item: Mapping[str, Any]) -> ReceiverView:
     shown = tuple((STATUS_LABELS[key], count) for key in STATUS_LABELS
                   if (count := as_int(counts.get(key))) is not None and count > 0)
     channels = ", ".join(_text(channel) for channel in as_list(item.get("channels"))) or "no channel configured"
+    rows = [_row(row) for row in as_list(item.get("alerts")) if isinstance(row, Mapping)]
     return ReceiverView(
         name=_text(item.get("name")) or NOT_AVAILABLE, channels=channels, counts=shown,
-        rows=tuple(_row(row) for row in as_list(item.get("alerts")) if isinstance(row, Mapping)),
+        rows=tuple(row for row in rows if row.status not in FOLDED_STATUSES),
         omitted=max(as_int(item.get("omitted")) or 0, 0),
+        folded=tuple(row for row in rows if row.status in FOLDED_STATUSES),
     )
 
 

@@ -25,6 +25,7 @@ from stormwatch.reports.formatting import NOT_AVAILABLE, format_bytes, format_co
 from stormwatch.reports.minicharts import MiniChart, bytes_line, stacked_bars
 
 MAX_NIGHTS = 90  # nights charted: the latest ones
+MIN_TREND_NIGHTS = 2  # one night is no trend: the page says trends start after a second night
 MAX_TABLE_ROWS = 50  # the rest stays in fleet.json; the job list stays near the top
 #: Verdicts worst first: the stacking order of the verdict bars (bottom first) and of their legend.
 VERDICT_STACK = tuple(status.value for status in sorted(VerdictStatus, key=lambda status: -status.rank))
@@ -41,6 +42,12 @@ class Trends:
     verdicts: MiniChart
     p95_reserved: MiniChart
     legend: tuple[str, ...] = VERDICT_STACK  # the verdict bars' keys, bottom first
+    last_night: str = ""  # the latest night charted (YYYY-MM-DD)
+
+    @property
+    def charted(self) -> bool:
+        """Whether there is a trend to draw: :data:`MIN_TREND_NIGHTS` nights or more."""
+        return self.nights >= MIN_TREND_NIGHTS
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,11 @@ class FleetIntel:
     suspects: tuple[SuspectRow, ...] | None
     suspects_omitted: int
     coverage: Coverage | None
+
+    @property
+    def mentions_hidden_gap(self) -> bool:
+        """Whether the regressions table speaks of the hidden gap (a metric of it regressed)."""
+        return any("hidden gap" in row.metric.lower() for row in self.regressions or ())
 
 
 def _text(value: Any) -> str:
@@ -173,6 +185,7 @@ def _trends(value: Any) -> Trends | None:
         verdicts=stacked_bars(nights, [[(f"v-{key}", c[key]) for key in VERDICT_STACK] for c in counts],
                               label="jobs per night by verdict"),
         p95_reserved=bytes_line(nights, p95, label="p95 of the jobs' peak reserved memory per night"),
+        last_night=nights[-1],
     )
 
 

@@ -101,3 +101,31 @@ def format_confidence(confidence: float | None) -> str:
 def format_count(value: int | None) -> str:
     """``100,000``."""
     return NOT_AVAILABLE if value is None else f"{value:,}"
+
+
+def format_elapsed_s(seconds: float | None) -> str:
+    """Time into a job, for a sentence: ``0.3 s``, ``20.0 s``, ``3 min 04 s``, ``2 h 03 min``."""
+    if seconds is None or not math.isfinite(seconds):
+        return NOT_AVAILABLE
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    if seconds < 59.95:
+        return f"{sign}{seconds:.1f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{sign}{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{sign}{hours} h {minutes:02d} min"
+
+
+SHORT_ID_CHARS = 8  # characters of an id kept by short_id (after a ``legacy-`` prefix)
+LEGACY_PREFIX = "legacy-"
+
+
+def short_id(value: str) -> str:
+    """A long session id shortened for a page: its first :data:`SHORT_ID_CHARS` characters and
+    ``…`` (``legacy-10513d62…``: the ``legacy-`` prefix is kept whole); short ids as they are.
+    index.js shortens ids the same way."""
+    prefix = LEGACY_PREFIX if value.startswith(LEGACY_PREFIX) else ""
+    body = value[len(prefix):]
+    return value if len(body) <= SHORT_ID_CHARS + 1 else f"{prefix}{body[:SHORT_ID_CHARS]}…"

@@ -42,7 +42,11 @@ def test_the_board_reads_fleet_json_defensively() -> None:
     assert board is not None and [receiver.name for receiver in board.receivers] == ["default", "infra", "quiet"]
     default = board.receivers[0]
     assert default.counts == (("sent", 1), ("silenced", 1), ("inhibited", 1))
-    assert [row.status_label for row in default.rows] == ["sent", "silenced", "inhibited"]
+    assert [row.status_label for row in default.rows] == ["sent"]  # silenced and inhibited are folded away
+    assert [row.status_label for row in default.folded] == ["silenced", "inhibited"]
+    assert default.folded_summary == "1 silenced, 1 inhibited"
+    assert default.rows[0].signal_text.code == SCRIPT_PAYLOAD
+    assert default.folded[0].signal_text.title == "Critical event"
     assert board.receivers[1].rows[0].subject == f"host {IMG_PAYLOAD} device 1" and board.receivers[1].omitted == 3
     assert board.receivers[2].channels == "no channel configured"
     assert alert_board(None) is None and alert_board({"receivers": "x"}) is None
@@ -68,7 +72,17 @@ def test_the_alert_section_shows_hostile_strings_as_text(browser: Any, tmp_path:
         assert page.locator("#alerts .config-error").all_text_contents() == [ALERTS["problems"][0]]
         default = page.locator("#alerts .receiver[data-receiver='default']")
         assert default.locator(".alert-subject").all_text_contents() == [HOSTILE, "llama-8r", "resnet"]
-        assert default.locator("td code").first.text_content() == SCRIPT_PAYLOAD
+        assert default.locator("td .signal code").first.text_content() == SCRIPT_PAYLOAD
+        # silenced and inhibited alerts fold under a closed <details> that counts them
+        folded = default.locator("details.alerts-folded")
+        assert folded.count() == 1 and folded.get_attribute("open") is None
+        assert folded.locator("summary").inner_text() == "1 silenced, 1 inhibited: not sent on purpose"
+        assert [text for text in loaded.visible_texts("#alerts .receiver[data-receiver='default'] .alert-subject")] \
+            == [HOSTILE]
+        folded.locator("summary").click()
+        assert loaded.visible_texts("#alerts .receiver[data-receiver='default'] .alert-subject") == [
+            HOSTILE, "llama-8r", "resnet"]
+        assert default.locator("td .signal").nth(1).get_attribute("title").startswith("The memory tracker recorded")
         assert default.locator(".by").all_text_contents() == ["", "s-1a2b3c4d",
                                                               f"|suspect_host|suspect_host|{IMG_PAYLOAD}#1"]
         assert default.locator(".alert-counts li").all_text_contents() == ["1 sent", "1 silenced", "1 inhibited"]

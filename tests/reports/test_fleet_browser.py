@@ -18,6 +18,7 @@ from tests.reports.fleet_builders import (
     make_suspect,
     with_fleet_intel,
 )
+from tests.reports.index_order import default_order
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
 
 JOBS = 250
@@ -58,10 +59,11 @@ def test_index_shows_the_fleet_sections_and_outlier_marks(browser: Any, tmp_path
         assert loaded.texts("table.suspects .device") == [IMG_PAYLOAD, "3"]
         assert "97.5 % (936 of 960)" in loaded.texts("#fleet-coverage")[0]
         # outlier marks: on the server-rendered first page, and on the rows the script builds
-        first_page = [job for job in fleet["jobs"][:100] if job.get("outlier_ranks")]
+        ordered = default_order(fleet["jobs"])
+        first_page = [job for job in ordered[:100] if job.get("outlier_ranks")]
         assert page.locator("#jobs-table .outlier-mark").count() == len(first_page)
         page.locator("#show").select_option("outliers")
-        marked = [job for job in fleet["jobs"] if job.get("outlier_ranks")]
+        marked = [job for job in ordered if job.get("outlier_ranks")]
         assert loaded.texts("#shown") == [f"{len(marked)} of {JOBS} jobs"]
         visible = page.locator("#jobs-table tbody tr")
         assert visible.count() == len(marked)

@@ -1,4 +1,5 @@
-"""The fleet index in headless Chromium: every job listed, sortable, filterable, links that work."""
+"""The fleet index in headless Chromium: every job listed (most severe first), sortable, filterable, links
+that work; each cause in plain words with its code beside it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import pytest
 
 from stormwatch.reports import render_index, render_job
+from stormwatch.signals import describe
 from tests.reports.builders import fleet_job_from_document, make_fleet, make_fleet_job, read
+from tests.reports.index_order import LEVELS, default_order
 from tests.reports.pages import open_page, write_page
 
 DOCUMENT_FIXTURES = ("missing_ranks_doc", "collective_doc", "spike_doc", "drift_doc", "clean_doc", "empty_doc")
@@ -39,22 +42,31 @@ def _visible_job_ids(loaded: Any) -> list[str]:
 
 def test_index_lists_every_job(browser: Any, fleet_site: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     path, fleet = fleet_site
+    jobs = default_order(fleet["jobs"])
     with open_page(browser, path, screenshot=tmp_path / "index.png") as loaded:
         loaded.assert_quiet()
-        assert _visible_job_ids(loaded) == [job["job_id"] for job in fleet["jobs"]]
+        assert _visible_job_ids(loaded) == [job["job_id"] for job in jobs]
+        assert loaded.page.locator("#jobs th").all_inner_texts() == [
+            "Job", "Status", "Verdict", "First cause", "Ranks", "Diagnosed", "Report"]
         rows = loaded.page.locator("#jobs-table tbody tr")
-        for index, job in enumerate(fleet["jobs"]):
+        for index, job in enumerate(jobs):
             row = rows.nth(index)
             text = " ".join(row.text_content().split())
-            assert job["status"] in text
+            assert row.get_attribute("data-job-id") == job["job_id"]
+            assert {"skipped": "unchanged"}.get(job["status"], job["status"]) in text
             if job["verdict"]:
                 assert row.locator(f".badge.v-{job['verdict']}").count() == 1
             if job["error"]:
                 assert row.locator(".error").inner_text() == job["error"]
             if job["earliest"]:
-                assert f"{job['earliest']['signal']} on rank {job['earliest']['rank']}" in text
-            if job["most_severe"]:
-                assert row.locator(f".badge.sev-{job['most_severe']['severity']}").count() == 1
+                # the cause that made the verdict: the earliest unless a more severe one came later
+                earliest, worst = job["earliest"], job["most_severe"]
+                cause = worst if LEVELS[worst["severity"]] > LEVELS[earliest["severity"]] else earliest
+                title = describe(cause["signal"]).title
+                assert " ".join(row.locator(".reason").inner_text().split()).startswith(
+                    f"{title} {cause['signal']} on rank {cause['rank']}")
+                assert row.locator(".reason .signal").get_attribute("title") == describe(cause["signal"]).meaning
+            assert row.locator(".badge[class*='sev-']").count() == 0  # no "worst severity" repeating the verdict
             if job["ranks_present"] is not None:
                 assert f"{job['ranks_present']}/{job['ranks_expected']}" in text
             if job["missing_ranks"]:
@@ -69,18 +81,28 @@ def test_index_lists_every_job(browser: Any, fleet_site: tuple[Path, dict[str, A
 def test_sorting_by_clicking_headers_reorders_rows(browser: Any, fleet_site: tuple[Path, dict[str, Any]]) -> None:
     path, fleet = fleet_site
     ids = [job["job_id"] for job in fleet["jobs"]]
+    order = {"critical": 4, "warning": 3, "info": 2, "clean": 1, "empty": 0, None: -1}
+
+    def verdict_ranks() -> list[int]:
+        return [order[next(job["verdict"] for job in fleet["jobs"] if job["job_id"] == job_id)]
+                for job_id in _visible_job_ids(loaded)]
+
     with open_page(browser, path) as loaded:
+        assert loaded.page.locator("th[data-key='severity']").get_attribute("aria-sort") == "descending"
+        assert verdict_ranks()[:4] == sorted(verdict_ranks(), reverse=True)[:4]  # most severe first, as served
         header = loaded.page.locator("#jobs-table th[data-key='job'] button")
         header.click()
         assert _visible_job_ids(loaded) == sorted(ids, key=str.casefold)
         assert loaded.page.locator("th[data-key='job']").get_attribute("aria-sort") == "ascending"
         header.click()
         assert _visible_job_ids(loaded) == sorted(ids, key=str.casefold, reverse=True)
-        loaded.page.locator("th[data-key='verdict'] button").click()
-        order = {"critical": 4, "warning": 3, "info": 2, "clean": 1, "empty": 0, None: -1}
-        verdicts = [next(job["verdict"] for job in fleet["jobs"] if job["job_id"] == job_id)
-                    for job_id in _visible_job_ids(loaded)]
-        assert [order[v] for v in verdicts] == sorted((order[v] for v in verdicts), reverse=True)
+        loaded.page.locator("th[data-key='severity'] button").click()
+        assert loaded.page.locator("th[data-key='severity']").get_attribute("aria-sort") == "descending"
+        diagnosed = [rank for rank in verdict_ranks() if rank >= 0]
+        assert diagnosed == sorted(diagnosed, reverse=True)
+        assert _visible_job_ids(loaded) == [job["job_id"] for job in default_order(fleet["jobs"])]
+        loaded.page.locator("th[data-key='severity'] button").click()  # ascending: the least severe first
+        assert _visible_job_ids(loaded)[0] == "empty-job"
         loaded.page.locator("th[data-key='diagnosed'] button").click()
         assert _visible_job_ids(loaded)[0] == "empty-job"  # the latest diagnosis first
         loaded.assert_quiet()

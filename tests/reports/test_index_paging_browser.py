@@ -1,5 +1,5 @@
-"""A fleet of thousands of jobs in headless Chromium: the server renders the first page, the
-script pages, sorts and filters every job from the JSON block, with the same rows and links."""
+"""A fleet of thousands of jobs in headless Chromium: the server renders the first page (most severe
+first), the script pages, sorts and filters every job from the JSON block, with the same rows and links."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from stormwatch.reports import render_index
 from stormwatch.reports.fleetdata import script_href
 from stormwatch.reports.fleetview import PAGE_SIZE, report_href
 from tests.reports.builders import HOSTILE_JOB_IDS, make_large_fleet
+from tests.reports.index_order import default_order
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
 
 JOBS = 2_500
@@ -42,7 +43,7 @@ def _page_info(loaded: Any) -> str:
 
 def test_paging_reaches_every_job_with_its_link(browser: Any, large_site: tuple[Path, dict[str, Any]]) -> None:
     path, fleet = large_site
-    jobs = fleet["jobs"]
+    jobs = default_order(fleet["jobs"])
     with open_page(browser, path) as loaded:
         page = loaded.page
         assert page.locator("body[data-ready]").count() == 1
@@ -54,12 +55,12 @@ def test_paging_reaches_every_job_with_its_link(browser: Any, large_site: tuple[
             page.locator(".pager button[data-page='next']").first.click()
             assert _page_info(loaded).startswith(f"page {number} of {PAGES}")
             seen += _rows(loaded)
-        assert seen == _expected(jobs)  # every job once, in fleet.json's order, with its link
+        assert seen == _expected(jobs)  # every job once, most severe first, with its link
         assert page.locator(".pager button[data-page='next']").last.is_disabled()
         page.locator(".pager button[data-page='first']").last.click()
         page.locator(".pager button[data-page='last']").first.click()
         assert _rows(loaded) == _expected(jobs[(PAGES - 1) * PAGE_SIZE:])
-        assert page.locator(".job-id").all_text_contents()[-1].startswith("zz-")
+        assert page.locator(".job-id").all_text_contents()[-1] == jobs[-1]["job_id"]
         assert page.locator("img, iframe, object, embed").count() == 0
         assert page.evaluate(ELEMENTS_WITH_HANDLERS) == 0
         assert page.evaluate("document.scripts.length") == 2
@@ -84,8 +85,8 @@ def test_the_script_rebuilds_the_server_rendered_rows_exactly(
 
 def test_filter_and_sort_find_jobs_on_the_last_page(browser: Any, large_site: tuple[Path, dict[str, Any]]) -> None:
     path, fleet = large_site
-    jobs = fleet["jobs"]
-    last = jobs[-1]
+    jobs = default_order(fleet["jobs"])
+    last = fleet["jobs"][-1]
     report = path.parent / last["job_id"] / "report.html"
     write_page(report, "<!doctype html><title>report</title><p id='job-id'>last job</p>")
     with open_page(browser, path) as loaded:
@@ -130,7 +131,10 @@ def test_without_javascript_the_first_page_is_readable(browser: Any, large_site:
         page = context.new_page()
         page.goto(path.resolve().as_uri(), wait_until="load")
         assert page.locator(ROWS).count() == PAGE_SIZE
-        assert page.locator(".job-id").all_text_contents() == [job["job_id"] for job in fleet["jobs"][:PAGE_SIZE]]
+        first = default_order(fleet["jobs"])[:PAGE_SIZE]
+        assert page.locator(".job-id").all_text_contents() == [job["job_id"] for job in first]
+        assert page.locator("#attention li.attention").count() == 10  # the list needs no script either
+        assert page.locator("#jobs th[data-key='status']").count() == 1  # some jobs were not diagnosed
         note = page.locator("#paging-note")
         assert note.is_visible() and f"first {PAGE_SIZE} of {JOBS} jobs" in note.inner_text()
         assert page.locator("a[href='fleet.json']").count() == 1
