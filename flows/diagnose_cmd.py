@@ -29,6 +29,7 @@ from stormwatch.flows.diagnose_summary import summary_lines, unknown_session_lin
 from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.reports.jobattempts import PageNav
+from stormwatch.reports.jobdetail import detail_document
 from stormwatch.reports.render import render_job
 from stormwatch.severity import FailOn
 
@@ -103,7 +104,8 @@ def write_outputs(diagnosis: JobDiagnosis, out: Path) -> tuple[JobDiagnosis, lis
         written.append(out / "sessions")
     diagnosis = diagnosis.with_output_errors(errors)
     _write_atomically(out / "model.json", diagnosis.document.to_json())
-    _write_atomically(out / "report.html", render_job(diagnosis.document).encode("utf-8"))
+    page = render_job(diagnosis.document, detail=detail_document(diagnosis))  # details the verdict's attempt
+    _write_atomically(out / "report.html", page.encode("utf-8"))
     return diagnosis, [out / "model.json", out / "report.html", *written]
 
 

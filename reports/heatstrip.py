@@ -4,7 +4,11 @@ stands out. Colour shows divergence: a cell is the bucket's hidden gap farthest
 from the job's baseline (the median gap sample over all ranks; spikes survive),
 on a square-root scale of the largest divergence; red above the baseline, blue
 below, near-white on it; no cell where a rank has no gap sample. Missing ranks
-are hatched.
+are hatched (lightly, so their label stays readable on them).
+
+The strip is drawn only where it carries information: two or more ranks whose rows differ.
+:func:`skip_reason` says, in one sentence, why it is not drawn otherwise (one rank, no hidden-gap
+samples, or every rank alike).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 from stormwatch.reports.charts import CHART_WIDTH, PLOT_LEFT, PLOT_RIGHT
 from stormwatch.reports.downsample import signed_extremes
 from stormwatch.reports.formatting import format_bytes
-from stormwatch.reports.scales import LinearScale, Tick, time_ticks
+from stormwatch.reports.scales import LinearScale, Tick, keep_inside, time_ticks
 from stormwatch.reports.timelines import RankTimeline, TimeFrame
 
 HEAT_COLUMNS = 240
@@ -70,6 +74,31 @@ class HeatStrip:
     x_ticks: tuple[Tick, ...]
     axis_y: float
     legend: tuple[Swatch, ...]
+    baseline_bytes: float = 0.0
+
+
+def _row_key(row: HeatRow) -> tuple[object, ...]:
+    return row.status, tuple((cell.x, cell.width, cell.level) for cell in row.cells)
+
+
+def skip_reason(strip: HeatStrip, *, cpu_ranks: int = 0) -> str | None:
+    """Why the strip is not worth drawing, in one sentence, or None when it is: it needs two or more
+    ranks whose rows differ (``cpu_ranks``: how many of its ranks ran on the CPU, which has no gap)."""
+    rows = strip.rows
+    if rows and cpu_ranks == len(rows):
+        return "Not shown: the job's ranks ran on the CPU, which has no device memory, so there is no hidden gap."
+    if len(rows) < 2:
+        return ("Not shown: the job has one rank, so there is no other rank to compare it with; "
+                "its chart below shows its hidden gap over time.")
+    if not any(row.status == "present" for row in rows):
+        return "Not shown: no rank has hidden-gap samples."
+    if len({_row_key(row) for row in rows}) == 1:
+        if all(cell.level == "z" for cell in rows[0].cells):
+            return (f"Not shown: all {len(rows)} ranks had the same hidden gap throughout "
+                    f"({format_bytes(strip.baseline_bytes)}), so a rank-by-time view would be one colour.")
+        return (f"Not shown: the hidden gap of all {len(rows)} ranks moved together, the same on every rank at "
+                "every moment, so a rank-by-time view would add nothing to the charts below.")
+    return None
 
 
 def _hold(values: np.ndarray) -> np.ndarray:
@@ -178,7 +207,8 @@ def heat_strip(
         right=PLOT_RIGHT,
         row_height=row_height,
         rows=tuple(rows),
-        x_ticks=time_ticks(time_scale),
+        x_ticks=keep_inside(time_ticks(time_scale), low_px=2, high_px=CHART_WIDTH - 2),
         axis_y=axis_y,
         legend=_legend(max_abs, baseline) if finite else (),
+        baseline_bytes=baseline,
     )

@@ -19,6 +19,7 @@ from stormwatch.analysis.model import DiagnosticsModel
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.reports.fields import as_list
 from stormwatch.reports.formatting import format_offset
+from stormwatch.reports.signalview import SignalView, marker_signal
 from stormwatch.reports.timelines import TimeFrame
 from stormwatch.severity import Severity
 
@@ -42,6 +43,7 @@ class MarkerView:
     label: str
     metadata_text: str
     offset: str  # "+2.000 s"
+    event_type: str | None = None  # the telemetry event type (an alert's ``alert:<type>`` signal)
 
     @property
     def priority(self) -> int:
@@ -118,6 +120,7 @@ def rank_marks(model: DiagnosticsModel, frame: TimeFrame, *, oom_text: Mapping[i
                 rank=rank, start_ns=start_ns, start_s=frame.seconds(start_ns), kind=kind,
                 severity=_known(marker.severity, KNOWN_SEVERITIES), label=label,
                 metadata_text=metadata_text(marker.metadata), offset=format_offset(start_ns, frame.origin_ns),
+                event_type=marker.event_type,
             ))
         out[rank] = RankMarks(tuple(sorted(points, key=lambda m: m.start_ns)),
                               tuple(sorted(phases, key=lambda p: p.start_s)))
@@ -126,7 +129,8 @@ def rank_marks(model: DiagnosticsModel, frame: TimeFrame, *, oom_text: Mapping[i
 
 @dataclass(frozen=True)
 class EventRow:
-    """One row of the events table: a point marker, with every rank it was seen on."""
+    """One row of the events table: a point marker, with every rank it was seen on; ``signal``: the
+    finding it stands for (an OOM, an alert), None for collector events."""
 
     offset: str
     ranks: str
@@ -134,6 +138,7 @@ class EventRow:
     severity: str
     label: str
     metadata_text: str
+    signal: SignalView | None = None
 
 
 def event_rows(
@@ -141,12 +146,13 @@ def event_rows(
 ) -> tuple[tuple[EventRow, ...], int]:
     """Alert, OOM and collector markers of all ranks (lifecycle left out), time order, at most
     ``limit`` rows (the most important first when over it), and how many were left out."""
-    grouped: dict[tuple[int, str, str, str, str], list[int]] = {}
+    grouped: dict[tuple[int, str, str, str, str, str], list[int]] = {}
     for rank, marks_of_rank in marks.items():
         for point in marks_of_rank.points:
             if point.kind == MarkerKind.LIFECYCLE:
                 continue
-            key = (point.start_ns, point.kind, point.severity, point.label, point.metadata_text)
+            key = (point.start_ns, point.kind, point.severity, point.label, point.metadata_text,
+                   point.event_type or "")
             grouped.setdefault(key, []).append(rank)
     items = sorted(grouped.items(), key=lambda item: item[0][0])
     omitted = max(0, len(items) - limit)
@@ -155,7 +161,7 @@ def event_rows(
         items = sorted(kept, key=lambda item: item[0][0])
     rows = tuple(
         EventRow(offset=format_offset(key[0], origin_ns), ranks=format_ranks(ranks), kind=key[1], severity=key[2],
-                 label=key[3], metadata_text=key[4])
+                 label=key[3], metadata_text=key[4], signal=marker_signal(key[1], key[5] or None))
         for key, ranks in items
     )
     return rows, omitted

@@ -27,6 +27,7 @@ from stormwatch.reports.fleetintel import fleet_intel
 from stormwatch.reports.fleetview import PAGE_SIZE, fleet_view
 from stormwatch.reports.jobattempts import PageNav, job_attempts
 from stormwatch.reports.jobcuts import job_cuts
+from stormwatch.reports.jobdetail import detailed
 from stormwatch.reports.jobfleet import job_fleet
 from stormwatch.reports.jobview import job_view
 
@@ -83,14 +84,20 @@ def _page(template: str, *, script_name: str | None, **context: Any) -> str:
     )
 
 
-def render_job(document: JobDocument, *, nav: PageNav | None = None) -> str:
+def render_job(document: JobDocument, *, nav: PageNav | None = None, detail: JobDocument | None = None) -> str:
     """The report page of one job, from its model.json's document (any verdict, ``empty`` included), with
     its place in the fleet (peer outliers, earlier runs) when the document has a ``fleet`` member,
-    its attempts when it has ``attempts`` and, at the top, its files that end mid-record
-    (``cut_short``); ``nav``: where the page sits (default: a job's own page;
-    :meth:`PageNav.for_session` for a session's page)."""
-    return _page("job.html.j2", script_name=None, job=job_view(document), fleet=job_fleet(document),
-                 attempts=job_attempts(document), cuts=job_cuts(document), nav=nav or PageNav())
+    its attempts when it has ``attempts`` and, at the top, its load warnings and its files that end
+    mid-record (``cut_short``); ``nav``: where the page sits (default: a job's own page;
+    :meth:`PageNav.for_session` for a session's page). ``detail``: the worst attempt's own document
+    (:func:`~stormwatch.reports.jobdetail.detail_document`), which the page then details, when the
+    job's verdict comes from an attempt other than its default session; ignored otherwise."""
+    shown = detailed(document, detail)
+    extra = None if shown is document else shown
+    session = None if extra is None else extra.selected_session_id
+    return _page("job.html.j2", script_name=None, job=job_view(document, detail=extra),
+                 fleet=job_fleet(document, detailed=extra), attempts=job_attempts(document, detailed=session),
+                 cuts=job_cuts(document, detailed=session), nav=nav or PageNav())
 
 
 def render_index(fleet: Mapping[str, Any], *, jobs: Sequence[Mapping[str, Any]] | None = None) -> str:

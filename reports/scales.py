@@ -1,9 +1,15 @@
-"""Linear scales and "nice" axis ticks for the SVG charts (pixels from data units)."""
+"""Linear scales and "nice" axis ticks for the SVG charts (pixels from data units).
+
+Tick labels are distinct (a flat line's axis never reads ``0 B, 0 B, 0 B``) and each says how it is
+anchored, so that a label near the edge of its SVG is drawn inward rather than clipped.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
 import numpy as np
 
@@ -29,12 +35,45 @@ class LinearScale:
         return float(self(np.array([value]))[0])
 
 
+class TextAnchor(StrEnum):
+    """SVG ``text-anchor`` of a label (a CSS class of the job page's charts)."""
+
+    START = "start"
+    MIDDLE = "middle"
+    END = "end"
+
+
 @dataclass(frozen=True)
 class Tick:
-    """An axis tick at ``position`` pixels, labelled ``label`` (plain text)."""
+    """An axis tick at ``position`` pixels, labelled ``label`` (plain text), drawn ``anchor``-ed."""
 
     position: float
     label: str
+    anchor: TextAnchor = TextAnchor.MIDDLE
+
+
+#: Width of one label character in viewBox pixels at the charts' 10 px font (a generous average, so
+#: an estimate errs towards anchoring inward).
+CHAR_PX = 6.2
+
+
+def label_width_px(label: str) -> float:
+    """The estimated width of ``label`` at the charts' font size."""
+    return len(label) * CHAR_PX
+
+
+def keep_inside(ticks: Sequence[Tick], *, low_px: float, high_px: float) -> tuple[Tick, ...]:
+    """``ticks`` (centred labels) anchored so each stays within ``low_px``..``high_px``: a label that
+    would cross the right edge ends at its tick, one that would cross the left edge starts there."""
+    out = []
+    for tick in ticks:
+        half = label_width_px(tick.label) / 2
+        if tick.position + half > high_px:
+            tick = replace(tick, anchor=TextAnchor.END)
+        elif tick.position - half < low_px:
+            tick = replace(tick, anchor=TextAnchor.START)
+        out.append(tick)
+    return tuple(out)
 
 
 def nice_step(span: float, count: int) -> float:
@@ -76,11 +115,26 @@ def value_domain(values: list[float], *, include_zero: bool = False) -> tuple[fl
     return (low if include_zero and low == 0 else low - pad), (high if include_zero and high == 0 else high + pad)
 
 
+def _byte_labels(values: Sequence[float], *, unit: str, unit_bytes: int) -> list[str]:
+    """``values`` (in ``unit``) as labels, with as many decimals as it takes for them to differ."""
+    labels = [format_bytes(value * unit_bytes) for value in values]
+    digits = 0
+    while len(set(labels)) < len(labels) and digits < 4:
+        digits += 1
+        labels = [f"{value:.{digits}f} {unit}" for value in values]
+    return labels
+
+
 def byte_ticks(scale: LinearScale, count: int = 4) -> tuple[Tick, ...]:
-    """Ticks at nice values of the IEC unit that fits the domain (``1.5 GiB`` steps, not 1.6e9)."""
-    _, unit_bytes = byte_unit(max(abs(scale.low), abs(scale.high)))
-    values = tick_values(scale.low / unit_bytes, scale.high / unit_bytes, count)
-    return tuple(Tick(scale.at(value * unit_bytes), format_bytes(value * unit_bytes)) for value in values)
+    """Ticks at nice values of the IEC unit that fits the domain (``1.5 GiB`` steps, not 1.6e9), with
+    distinct labels: whole bytes below 1 KiB (no ``0.5 B``), more decimals where rounding would repeat one."""
+    unit, unit_bytes = byte_unit(max(abs(scale.low), abs(scale.high)))
+    low, high = scale.low / unit_bytes, scale.high / unit_bytes
+    values = tick_values(low, high, count)
+    if unit_bytes == 1 and nice_step(high - low, count) < 1:  # no fractions of a byte
+        values = [float(value) for value in range(math.ceil(low), math.floor(high) + 1)]
+    labels = _byte_labels(values, unit=unit, unit_bytes=unit_bytes)
+    return tuple(Tick(scale.at(value * unit_bytes), label) for value, label in zip(values, labels, strict=True))
 
 
 def time_ticks(scale: LinearScale, count: int = 8) -> tuple[Tick, ...]:

@@ -35,6 +35,7 @@ from stormwatch.outputs.media_types import MediaType
 from stormwatch.outputs.model_json import input_fingerprint
 from stormwatch.outputs.verdict import exit_code_for
 from stormwatch.reports.jobattempts import PageNav
+from stormwatch.reports.jobdetail import detail_document
 from stormwatch.reports.render import render_job
 from stormwatch.tasks.commits import committed_row
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, RetryPolicy, is_transient
@@ -219,7 +220,8 @@ def diagnose_inputs(
     regression = regression_summary(job.job_id, history, earlier, thresholds=options.regression)
     document = diagnosis.document.with_generated_at(acting_at).with_regression(regression)
     report = report_html_key(job.job_id)
-    model_json, page = document.to_json(), render_job(document).encode("utf-8")
+    # the page details the attempt the verdict comes from (its own document, when not the default session's)
+    model_json, page = document.to_json(), render_job(document, detail=detail_document(diagnosis)).encode("utf-8")
     storage.write_report(model_json_key(job.job_id), model_json, content_type=MediaType.JSON)
     storage.write_report(report, page, content_type=MediaType.HTML)
     prune_sessions(storage, job.job_id, listed=listed, written=written_folders(diagnosis))

@@ -14,6 +14,7 @@ from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
 from stormwatch.reports import render_job
 from stormwatch.reports.jobattempts import PageNav
+from stormwatch.reports.jobdetail import detail_document, detail_model_path
 from tests import builders as b
 from tests.reports.builders import HOSTILE, read
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
@@ -50,21 +51,32 @@ def write_reports(diagnosis: JobDiagnosis, reports: Path) -> Path:
             nav = PageNav.for_session(depth=2, attempt=labels[result.session_id])
             write_page(folder.joinpath(*result.folder.split("/")) / "report.html",
                        render_job(result.diagnosis.document, nav=nav))
-    return write_page(folder / "report.html", render_job(diagnosis.document))
+    return write_page(folder / "report.html", render_job(diagnosis.document, detail=detail_document(diagnosis)))
 
 
 def test_the_attempts_timeline_lists_each_session_with_its_status_verdict_and_cause(restarted: JobDiagnosis) -> None:
-    html = render_job(restarted.document)
     first, second = restarted.attempts
+    detail = detail_document(restarted)
+    assert detail is not None and detail.selected_session_id == first.session_id == restarted.document.worst_session
+    html = render_job(restarted.document, detail=detail)
     rows = re.findall(r'<tr class="attempt[^"]*" data-attempt="(\d)" data-status="(\w+)" data-verdict="(\w+)">', html)
     assert rows == [("1", "interrupted", "critical"), ("2", "completed", "clean")]
     assert f'<a href="sessions/{first.session_id}/report.html">1 of 2</a>' in html
-    assert 'id="earlier-oom"' in html and "attempt 1 of 2, interrupted, OOM on rank 3" in html
-    assert html.index('id="verdict"') < html.index('id="earlier-oom"') < html.index('id="attempts"') < html.index(
-        'id="first-cause"')  # near the top, before the default session's details
-    assert "the verdict above comes from attempt 1 of 2" in html and "This page details attempt 2 of 2" in html
+    assert '<tr class="attempt worst shown oom" data-attempt="1"' in html  # the verdict's attempt is detailed
+    assert "This page details attempt 1 of 2, the attempt the verdict comes from." in html
+    assert 'id="other-oom"' not in html  # its OOM is the page's own story now
+    assert f'<a href="sessions/{second.session_id}/report.html">attempt 2 of 2</a> (completed, clean)' in html
+    assert html.index('id="verdict"') < html.index('id="other-attempts"') < html.index('id="first-cause"') < html.index(
+        'id="attempts"')  # the story first, the other attempts one click away from the banner
+    # without the worst attempt's document the page details the default session and says where the verdict is from
+    fallback = render_job(restarted.document)
+    assert "This page details attempt 2 of 2; the verdict above comes from attempt 1 of 2." in fallback
+    assert 'id="other-oom"' in fallback and "attempt 1 of 2, interrupted, OOM on rank 3" in fallback
+    assert fallback.index('id="verdict"') < fallback.index('id="other-oom"') < fallback.index('id="first-cause"')
+    assert render_job(restarted.document, detail=restarted.main.document) == fallback  # not the verdict's: ignored
+    assert detail_model_path(restarted.document) == first.model
     one_session = render_job(restarted.main.document)
-    assert 'id="attempts"' not in one_session and 'id="earlier-oom"' not in one_session
+    assert 'id="attempts"' not in one_session and 'id="other-oom"' not in one_session
 
 
 def test_session_ids_are_escaped_and_only_our_own_links_are_followed(hostile: JobDiagnosis) -> None:
@@ -86,26 +98,36 @@ def test_session_ids_are_escaped_and_only_our_own_links_are_followed(hostile: Jo
 def test_the_job_page_and_a_session_page_link_to_each_other_in_the_browser(
         browser: Any, restarted: JobDiagnosis, tmp_path: Path) -> None:
     job_page = write_reports(restarted, tmp_path / "reports")
-    first = restarted.attempts[0]
+    first, second = restarted.attempts
     with open_page(browser, job_page, screenshot=tmp_path / "job.png") as loaded:
         loaded.assert_quiet()
         page = loaded.page
-        assert loaded.visible_texts("#earlier-oom p") == [
-            f"OOM in an earlier attempt: attempt 1 of 2, interrupted, OOM on rank 3 (session {first.session_id})"]
+        # the banner and the first cause come from attempt 1 (the OOM), which the page details
+        assert loaded.visible_texts("#verdict-cause")[0].startswith("Out of memory alert:error on rank 3")
+        assert "(node-1, GPU 1), 3.0 s into attempt 1 of 2" in loaded.visible_texts("#verdict-cause")[0]
+        assert loaded.texts("#detailed-attempt")[0].startswith("attempt 1 of 2 · interrupted")
+        assert page.locator("article.indicator").evaluate_all("cards => cards.map(c => c.dataset.rank)") == ["3"]
+        assert page.locator("#rank-3 g.marker.m-oom").count() == 1
         statuses = page.locator("table.attempts tbody tr").evaluate_all("rows => rows.map(r => r.dataset.status)")
         assert statuses == ["interrupted", "completed"]
-        assert page.locator("#attempts").bounding_box()["y"] < page.locator("#first-cause").bounding_box()["y"]
+        assert page.locator("#verdict").bounding_box()["y"] < page.locator("#first-cause").bounding_box()["y"] < (
+            page.locator("#attempts").bounding_box()["y"])
         widths = page.locator("table.attempts rect.bar").evaluate_all("bars => bars.map(b => b.getBBox().width)")
         assert len(widths) == 2 and all(width > 0 for width in widths)
-        page.locator("#earlier-oom a").click()
+        page.locator("#other-attempts a").click()  # attempt 2: one click away
         page.wait_for_load_state("load")
-        assert page.url.endswith(f"/reports/train-7b/sessions/{first.session_id}/report.html")
+        assert page.url.endswith(f"/reports/train-7b/sessions/{second.session_id}/report.html")
         assert " ".join(page.locator("#session-of").inner_text().split()) == (
-            f"Session {first.session_id}: attempt 1 of 2, interrupted, OOM on rank 3")
-        assert page.locator(".verdict-label").inner_text() == "CRITICAL"
+            f"Session {second.session_id[:15]}…: attempt 2 of 2, completed, no anomaly")  # legacy-<8 of the uuid>…
+        assert page.locator("#session-of code").get_attribute("title") == second.session_id
+        assert page.locator(".verdict-label").inner_text() == "CLEAN"
         page.locator("#job-link").click()
         page.wait_for_load_state("load")
         assert page.url.endswith("/reports/train-7b/report.html")
+        page.locator("table.attempts tbody tr").first.locator("a").click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith(f"/reports/train-7b/sessions/{first.session_id}/report.html")
+        assert page.locator(".verdict-label").inner_text() == "CRITICAL"
 
 
 def test_hostile_session_ids_stay_text_in_the_browser(browser: Any, hostile: JobDiagnosis, tmp_path: Path) -> None:
@@ -114,9 +136,10 @@ def test_hostile_session_ids_stay_text_in_the_browser(browser: Any, hostile: Job
         loaded.assert_quiet()
         page = loaded.page
         assert page.evaluate(ELEMENTS_WITH_HANDLERS) == 0
-        shown = page.locator("table.attempts tbody tr td:last-child code").all_text_contents()
-        assert shown == [QUOTED, HOSTILE]
+        ids = page.locator("table.attempts tbody tr td:last-child code.session-id")
+        assert ids.evaluate_all("codes => codes.map(code => code.title)") == [QUOTED, HOSTILE]  # whole on hover
+        assert ids.all_text_contents() == [QUOTED[:8] + "…", HOSTILE[:8] + "…"]  # shortened on the page
         page.locator("table.attempts tbody tr").first.locator("a").click()
         page.wait_for_load_state("load")
-        assert " ".join(page.locator("#session-of code").inner_text().split()) == " ".join(QUOTED.split())
+        assert page.locator("#session-of code").get_attribute("title") == QUOTED
         assert loaded.dialogs == [] and loaded.errors == []

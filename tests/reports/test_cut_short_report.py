@@ -82,7 +82,8 @@ def test_an_earlier_attempt_is_named_on_the_restart_page(tmp_path: Path) -> None
     document = _document(root)
     html = render_job(read(document))
     first = document["attempts"][0]["session_id"]
-    assert f"ends mid-record {_at_s(torn)} s into attempt 1 of 2 (session <code>{first}</code>)" in html
+    assert (f'ends mid-record {_at_s(torn)} s into attempt 1 of 2 (session <code class="session-id" title="{first}">'
+            f"{first[:15]}…</code>)") in html  # legacy-<8 characters of its uuid>…, whole on hover
 
 
 def test_a_clean_job_shows_no_cut(tmp_path: Path) -> None:

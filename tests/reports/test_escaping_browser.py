@@ -17,6 +17,7 @@ from tests.reports.builders import (
     make_indicator,
     read,
 )
+from tests.reports.index_order import default_order
 from tests.reports.pages import ELEMENTS_WITH_HANDLERS, open_page, write_page
 
 
@@ -35,8 +36,9 @@ def test_hostile_job_report_shows_payloads_as_text(browser: Any, hostile_doc: di
         assert page.locator("#sources code").first.text_content() == HOSTILE
         hosts = page.locator("table.sessions td.host").all_text_contents()
         assert hosts and all(host == f"node-{IMG_PAYLOAD}" for host in hosts)
-        sessions = page.locator("table.sessions td:first-child code").all_text_contents()
-        assert f"{HOSTILE}-rank0" in sessions
+        sessions = page.locator("table.sessions td:first-child code.session-id")
+        assert f"{HOSTILE}-rank0" in sessions.evaluate_all("codes => codes.map(code => code.title)")  # whole on hover
+        assert f"{HOSTILE[:8]}…" in sessions.all_text_contents()  # shortened, still text
         labels = page.locator("table.events td.label").all_text_contents()
         assert f"ctx {SCRIPT_PAYLOAD}" in labels and f"ctx {IMG_PAYLOAD}" in labels
         metadata = " ".join(page.locator("table.events code.metadata").all_text_contents())
@@ -69,14 +71,17 @@ def test_hostile_fleet_index_shows_payloads_as_text(browser: Any, hostile_doc: d
         assert page.locator("script[type='application/json']").count() == 1
         assert page.locator("img, iframe, object, embed").count() == 0
         assert page.evaluate(ELEMENTS_WITH_HANDLERS) == 0
-        assert page.locator(".job-id").all_text_contents() == [job["job_id"] for job in jobs]
+        ordered = [job["job_id"] for job in default_order(jobs)]  # most severe first: sneaky, hostile, failed
+        assert page.locator(".job-id").all_text_contents() == ordered
         assert page.locator(".error").all_text_contents() == [f"boom {HOSTILE}"]
         assert page.locator("tr:has-text('sneaky') a").count() == 0  # a javascript: link is dropped
-        assert f"{SCRIPT_PAYLOAD} on rank 0" in page.locator("tr:has-text('sneaky') .signal").text_content()
+        reason = page.locator("tr:has-text('sneaky') .reason")
+        assert reason.locator(".signal code").text_content() == SCRIPT_PAYLOAD
+        assert reason.text_content().endswith(f"{SCRIPT_PAYLOAD} on rank 0")
         data = json.loads(page.locator("#jobs-data").text_content())
-        assert [row[data["columns"].index("job")] for row in data["rows"]] == [job["job_id"] for job in jobs]
+        assert [row[data["columns"].index("job")] for row in data["rows"]] == ordered
         page.locator("#filter").fill("onerror=")
         visible = page.locator("#jobs-table tbody tr:not([hidden]) .job-id").all_text_contents()
-        assert visible == [jobs[0]["job_id"], jobs[1]["job_id"], "sneaky"]
+        assert visible == ordered
         page.locator("th[data-key='job'] button").click()
         loaded.assert_quiet()

@@ -8,15 +8,35 @@ from typing import Any
 import pytest
 
 from stormwatch.reports import render_job
+from stormwatch.signals import describe
 from tests import builders as b
 from tests.reports.builders import large_document, read
 from tests.reports.pages import open_page, write_page
 
 ALLOCATOR_SERIES = ["allocated", "reserved", "gap"]
+_SAME = ("rank", "signal", "severity", "timestamp_ns", "phase_path", "details")
 
 
 def _offset(timestamp_ns: int) -> str:
     return f"+{(timestamp_ns - b.START_NS) / 1e9:.3f} s"
+
+
+def expected_cards(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The first-cause cards a page shows, as (data-kind, indicator): one card when the earliest and the
+    most severe cause are the same finding."""
+    found = {item["kind"]: item for item in document["model"]["indicators"]}
+    earliest, severe = found.get("earliest"), found.get("most_severe")
+    if earliest and severe and all(earliest[key] == severe[key] for key in _SAME):
+        return [("earliest most_severe", earliest)]
+    return [(kind, item) for kind, item in (("earliest", earliest), ("most_severe", severe)) if item]
+
+
+def signal_title(document: dict[str, Any], indicator: dict[str, Any]) -> str:
+    """The plain words of an indicator's signal: an ``alert:error`` at its rank's OOM marker reads "Out of memory"."""
+    markers = document["model"]["markers_by_rank"].get(str(indicator["rank"]), [])
+    oom = indicator["signal"] == "alert:error" and any(
+        marker["kind"] == "oom" and marker["start_ns"] == indicator["timestamp_ns"] for marker in markers)
+    return describe(indicator["signal"], oom=oom).title
 
 
 @pytest.mark.parametrize(
@@ -51,13 +71,18 @@ def test_report_loads_quietly_with_one_chart_per_present_rank(
             assert names == series
             assert all(page.locator(f"#rank-{rank} svg path[data-series]").evaluate_all(
                 "paths => paths.map(path => path.getTotalLength() > 0)"))
-        indicators = model["indicators"]
-        cards = loaded.texts("article.indicator .headline")
-        assert len(cards) == len(indicators)
-        for card, indicator in zip(cards, indicators, strict=True):
-            assert card.startswith(f"{indicator['signal']} on rank {indicator['rank']}")
-            assert indicator["severity"].upper() in card.upper()
-        assert page.locator("#no-indicators").count() == (0 if indicators else 1)
+        cards = expected_cards(document)
+        headlines = loaded.texts("article.indicator .headline")
+        assert page.locator("article.indicator").evaluate_all("cards => cards.map(c => c.dataset.kind)") == [
+            kind for kind, _ in cards]
+        for headline, (_, indicator) in zip(headlines, cards, strict=True):
+            # plain words first, the code beside them, the meaning on hover
+            assert headline.startswith(f"{signal_title(document, indicator)} {indicator['signal']} "
+                                       f"on rank {indicator['rank']}")
+            assert indicator["severity"].upper() in headline.upper()
+        titles = page.locator("article.indicator .signal").evaluate_all("spans => spans.map(s => s.title)")
+        assert len(titles) == len(cards) and all(title.endswith(".") for title in titles)
+        assert page.locator("#no-indicators").count() == (0 if cards else 1)
         assert page.locator("table.ranks tbody tr").count() == len(model["rows"])
 
 
@@ -67,7 +92,7 @@ def test_first_cause_cards_show_time_phase_and_reasons(browser: Any, collective_
     assert indicators and indicators[0]["reason_codes"] and indicators[0]["confidence"] is not None
     path = write_page(tmp_path / "report.html", render_job(read(collective_doc)))
     with open_page(browser, path) as loaded:
-        for index, indicator in enumerate(indicators):
+        for index, (_, indicator) in enumerate(expected_cards(collective_doc)):
             card = loaded.page.locator("article.indicator").nth(index)
             text = " ".join(card.inner_text().split())
             assert _offset(indicator["timestamp_ns"]) in card.locator(".offset").inner_text()
@@ -96,9 +121,9 @@ def test_missing_ranks_stand_out(browser: Any, missing_ranks_doc: dict[str, Any]
         assert page.locator("g.heat-row.r-missing").evaluate_all(
             "rows => rows.map(row => row.dataset.rank)") == ["2", "6"]
         assert page.locator("#rank-2").count() == 0
-        # the earliest cause: signal, rank, time since start, phase
+        # the earliest cause: signal (plain words, then code), rank, time since start, phase
         card = " ".join(page.locator("article.indicator").first.inner_text().split())
-        assert f"{earliest['signal']} on rank {earliest['rank']}" in card
+        assert f"{signal_title(missing_ranks_doc, earliest)} {earliest['signal']} on rank {earliest['rank']}" in card
         assert _offset(earliest["timestamp_ns"]) in card
         assert earliest["phase_path"] in card
         # markers: one OOM line per chart, alert lines and phase bands

@@ -51,7 +51,9 @@ def test_each_session_gets_its_outputs_and_the_job_its_worst_verdict(backend: Ba
                                                            "attempt 2 of 2, completed, no anomaly"]
     assert job["attempts"][0]["report"] == f"{first}/report.html"
     page = (backend.get("reports/train-7b/report.html") or b"").decode()
-    assert f'href="{first}/report.html"' in page and 'id="earlier-oom"' in page
+    assert f'href="{first}/report.html"' in page and 'id="verdict-cause"' in page
+    # the job's page details the attempt its verdict comes from (the OOM), the other one click away
+    assert '<tr class="attempt worst shown oom" data-attempt="1"' in page and f'href="{second}/report.html"' in page
     session_page = (backend.get(f"reports/train-7b/{first}/report.html") or b"").decode()
     assert 'href="../../report.html"' in session_page and 'href="../../../index.html"' in session_page
 

@@ -15,7 +15,8 @@ versions empty) and, for the audit fixture, which runs through local storage, th
 is part of the bytes; :func:`expected` puts the running one in place of :data:`GOLDEN_VERSION`.
 
 ``python -m tests.stormwatch.outputs.golden_jobs`` writes the inputs again and the outputs from the
-current code (only when the format is meant to change).
+current code (only when the format is meant to change); ``... golden_jobs --outputs`` writes only the
+outputs, from the kept inputs (a report's layout changed, the documents did not).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.rows import history_rows
 from stormwatch.load.tree import MemoryTree
 from stormwatch.reports.jobattempts import PageNav
+from stormwatch.reports.jobdetail import detail_document
 from stormwatch.reports.render import render_job
 from stormwatch.tasks.audit_job import AuditOptions, diagnose_inputs
 from stormwatch.tasks.storage.inventory import JobInputs
@@ -74,7 +76,9 @@ def _outputs(diagnosis: JobDiagnosis, name: str) -> dict[str, bytes]:
         out[f"{name}/{result.folder}/report.html"] = render_job(document, nav=nav).encode("utf-8")
     document = diagnosis.document.with_generated_at(GENERATED_AT)
     out[f"{name}/model.json"] = document.to_json()
-    out[f"{name}/report.html"] = render_job(document).encode("utf-8")
+    detail = detail_document(diagnosis)  # the page details the verdict's attempt, as the pipeline's does
+    out[f"{name}/report.html"] = render_job(document, detail=detail and detail.with_generated_at(GENERATED_AT)
+                                            ).encode("utf-8")
     return out
 
 
@@ -194,5 +198,17 @@ def write_golden() -> None:
                 path.write_bytes(data)
 
 
+def write_golden_outputs() -> None:
+    """Write every fixture's outputs from its kept inputs (the inputs unchanged)."""
+    for name in FIXTURES:
+        with tempfile.TemporaryDirectory() as work:
+            for key, data in outputs(name, Path(work)).items():
+                path = OUTPUTS / key
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+
+
 if __name__ == "__main__":
-    write_golden()
+    import sys
+
+    write_golden_outputs() if sys.argv[1:] == ["--outputs"] else write_golden()

@@ -11,6 +11,7 @@ import pytest
 
 from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.jobattempts import PageNav
+from stormwatch.reports.jobdetail import detail_model_path
 from stormwatch.reports.render import render_job
 from tests.stormwatch.outputs.golden_jobs import FIXTURES, expected, golden_names, outputs
 
@@ -54,8 +55,17 @@ def _nav(name: str) -> PageNav | None:
     return PageNav.for_session(depth=folder.count("/") + 1, attempt=attempt.describe())
 
 
+def _detail(name: str, document: JobDocument) -> JobDocument | None:
+    """The worst attempt's own document, which a job's page details when it is not the default session's."""
+    path = detail_model_path(document)
+    if path is None:
+        return None
+    key = f"{name.removesuffix('model.json')}{path}"
+    return JobDocument.from_json(expected(key), name=key)
+
+
 @pytest.mark.parametrize("name", MODEL_JSONS)
 def test_a_model_json_read_back_renders_the_golden_report(name: str) -> None:
     document = JobDocument.from_json(expected(name), name=name)
     page = name.removesuffix("model.json") + "report.html"
-    assert render_job(document, nav=_nav(name)).encode("utf-8") == expected(page)
+    assert render_job(document, nav=_nav(name), detail=_detail(name, document)).encode("utf-8") == expected(page)
