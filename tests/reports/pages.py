@@ -45,11 +45,9 @@ def write_page(path: Path, html: str) -> Path:
     return path
 
 
-@contextmanager
-def open_page(browser: Any, path: Path, *, screenshot: Path | None = None) -> Iterator[LoadedPage]:
-    """Open ``path`` (file://) in a fresh context; a full-page screenshot is saved if asked."""
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
+def recorded(page: Any, path: Path) -> LoadedPage:
+    """``page`` (not yet navigated) as a :class:`LoadedPage` of ``path`` that records its console
+    messages, errors, requests and dialogs (dismissed)."""
     loaded = LoadedPage(page, path.resolve().as_uri())
     page.on("console", lambda message: loaded.console.append(f"{message.type}: {message.text}"))
     page.on("pageerror", lambda error: loaded.errors.append(str(error)))
@@ -60,6 +58,15 @@ def open_page(browser: Any, path: Path, *, screenshot: Path | None = None) -> It
         dialog.dismiss()
 
     page.on("dialog", on_dialog)
+    return loaded
+
+
+@contextmanager
+def open_page(browser: Any, path: Path, *, screenshot: Path | None = None) -> Iterator[LoadedPage]:
+    """Open ``path`` (file://) in a fresh context; a full-page screenshot is saved if asked."""
+    context = browser.new_context(viewport=VIEWPORT)
+    loaded = recorded(context.new_page(), path)
+    page = loaded.page
     try:
         page.goto(loaded.url, wait_until="load")
         page.wait_for_timeout(150)  # let anything deferred (favicon, late requests) surface
