@@ -26,11 +26,13 @@ packages = find_packages(where="src", include=["stormwatch", "stormwatch.*"])
 for folder in PIPELINE_FOLDERS:
     packages.append(f"stormwatch.{folder}")
     packages += [f"stormwatch.{folder}.{sub}" for sub in find_packages(where=folder)]
-packages.append("stormwatch.reports.templates")  # data only; listed so setuptools ships it without a warning
+# data only; listed so setuptools ships them without a warning
+packages += ["stormwatch.reports.templates", "stormwatch.tasks.notify.templates"]
 
 setup(
     packages=packages,
     package_dir={"stormwatch": ENGINE, **{f"stormwatch.{folder}": folder for folder in PIPELINE_FOLDERS}},
-    package_data={"stormwatch": ["py.typed"], "stormwatch.reports.templates": ["*"]},  # py.typed: PEP 561
+    package_data={"stormwatch": ["py.typed"], "stormwatch.reports.templates": ["*"],  # py.typed: PEP 561
+                  "stormwatch.tasks.notify.templates": ["*"]},
     options={"editable_wheel": {"mode": "strict"}},  # the default of `pip install -e .` (see above)
 )

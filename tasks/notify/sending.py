@@ -1,4 +1,5 @@
-"""Sending an audit's messages: one sender per target (a receiver's Slack webhook or email list).
+"""Sending an audit's messages: one sender per target (a receiver's Slack webhook, email list, or one of
+its integrations: :mod:`.integrations`).
 
 Secrets are resolved when a target's first message is sent (environment, held value, Prefect
 Secret block) and added to the redactor, so no error text, log record or ledger line can carry
@@ -19,19 +20,19 @@ import httpx
 
 from stormwatch.alerting.grouping import Outgoing
 from stormwatch.alerting.ledger import ChannelName
-from stormwatch.alerting.messages import Message
 from stormwatch.alerting.routes import Receiver
 from stormwatch.alerting.secret_names import SecretSource
 from stormwatch.alerting.targets import SmtpTarget
 from stormwatch.tasks.notify.delivery import Delivery, deliver
 from stormwatch.tasks.notify.email import build_alert_message, send_email
+from stormwatch.tasks.notify.integrations import integration_sender
 from stormwatch.tasks.notify.secrets import Redactor, SecretRef, redacting_logs
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.slack import message_payload, post_webhook
 from stormwatch.tasks.retry import RetryPolicy
 
 log = logging.getLogger("stormwatch.tasks.notify.dispatch")
-Sender = Callable[[Message], None]
+Sender = Callable[[Outgoing], None]
 
 
 def _resolve(source: SecretSource | None, redact: Redactor) -> str:
@@ -54,7 +55,10 @@ def _sender(receiver: Receiver, channel: ChannelName, settings: NotifySettings, 
     if channel == ChannelName.SLACK:
         url = _resolve(receiver.slack_webhook, redact)
         client = stack.enter_context(httpx.Client(timeout=settings.timeout_s))
-        return lambda message: post_webhook(client, url, message_payload(message))
+        return lambda item: post_webhook(client, url, message_payload(item.message))
+    if channel != ChannelName.EMAIL:
+        return integration_sender(receiver, channel, resolve=partial(_resolve, redact=redact),
+                                  timeout_s=settings.timeout_s, stack=stack)
     raw = _resolve(receiver.smtp_url, redact)
     try:
         target = SmtpTarget.parse(raw)
@@ -63,7 +67,8 @@ def _sender(receiver: Receiver, channel: ChannelName, settings: NotifySettings, 
     redact.add(target.username)
     sender = receiver.email_from or settings.sender
 
-    def send(message: Message) -> None:
+    def send(item: Outgoing) -> None:
+        message = item.message
         email = build_alert_message(message, sender=sender, recipients=receiver.email_to, now=datetime.now(UTC))
         send_email(target, email, sender=sender, recipients=receiver.email_to, timeout_s=settings.timeout_s)
 
@@ -98,7 +103,7 @@ def send_all(messages: Sequence[Outgoing], settings: NotifySettings) -> list[Del
                 out.append(Delivery(ok=False, attempts=0, error=error, transient=True))
             else:
                 policy = RetryPolicy.exponential(settings.max_attempts, first_delay_s=settings.backoff_s)
-                delivery = deliver(partial(send, item.message), what=_what(item), policy=policy, redact=redact)
+                delivery = deliver(partial(send, item), what=_what(item), policy=policy, redact=redact)
                 if not delivery.ok and delivery.transient:
                     down[item.target] = delivery
                 out.append(delivery)

@@ -217,7 +217,7 @@ class NotifySettings:
     def channels(self) -> tuple[ChannelName, ...]:
         """The configured channels (a configured secret may still fail to resolve when sending)."""
         configured = {ChannelName.SLACK: self.slack_webhook is not None, ChannelName.EMAIL: self.email_configured}
-        return tuple(channel for channel in ChannelName if configured[channel])
+        return tuple(channel for channel, ok in configured.items() if ok)
 
     @classmethod
     def from_sources(

@@ -2,10 +2,12 @@
 
 For a firing alert, in order: below ``notify_on`` (fleet-wide kinds excepted) -> skipped; inhibited;
 silenced; the target not configured; never told in this episode (or its first send failed) -> send; observed again
-now and last told at least ``repeat_interval`` ago, or a repeat that failed -> send again; else
-still firing. For an alert that resolved now (or whose resolved message failed): a resolved
-message when the receiver (``send_resolved``) or the policy asks for it, the alert is not
-silenced and the target had been told it fired; else nothing to say.
+now and last told at least ``repeat_interval`` ago, or a repeat that failed -> send again; on a channel
+that must be refreshed (Alertmanager, whose alerts lapse at their ``endsAt``), last told at least its
+refresh interval ago, observed again or not -> send again; else still firing. For an alert that
+resolved now (or whose resolved message failed): a resolved message when the receiver
+(``send_resolved``) or the policy asks for it (Alertmanager and PagerDuty always: they keep the alert
+open otherwise), the alert is not silenced and the target had been told it fired; else nothing to say.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def _elapsed(since: str | None, now: datetime, interval: timedelta) -> bool:
 
 
 def _firing(record: AlertRecord, target: TargetState | None, *, configured: bool, facts: Circumstances,
-            policy: AlertPolicy, notify_on: Severity, now: datetime) -> tuple[Action, ChannelStatus]:
+            policy: AlertPolicy, notify_on: Severity, now: datetime, refresh_s: float | None = None
+            ) -> tuple[Action, ChannelStatus]:
     if not record.fingerprint.kind.fleet_wide and record.severity.level < notify_on.level:
         return Action.HOLD, ChannelStatus.SKIPPED_BELOW_THRESHOLD
     if facts.inhibited_by is not None:
@@ -75,16 +78,19 @@ def _firing(record: AlertRecord, target: TargetState | None, *, configured: bool
         return Action.SEND_REPEAT, ChannelStatus.SENT  # a repeat that failed or was cut short
     if facts.transition is Transition.STILL_FIRING and _elapsed(target.notified_at, now, policy.repeat_interval):
         return Action.SEND_REPEAT, ChannelStatus.SENT
+    if refresh_s is not None and _elapsed(target.notified_at, now, timedelta(seconds=refresh_s)):
+        return Action.SEND_REPEAT, ChannelStatus.SENT  # keep it active in a receiver where it lapses
     return Action.HOLD, ChannelStatus.STILL_FIRING
 
 
-def _resolved(record: AlertRecord, target: TargetState | None, receiver: Receiver, *, configured: bool,
-              facts: Circumstances, policy: AlertPolicy) -> tuple[Action, ChannelStatus] | None:
+def _resolved(record: AlertRecord, target: TargetState | None, receiver: Receiver, channel: ChannelName, *,
+              configured: bool, facts: Circumstances, policy: AlertPolicy) -> tuple[Action, ChannelStatus] | None:
     """None: nothing to decide (an old resolution, settled)."""
     retry = target is not None and target.status is ChannelStatus.FAILED and target.resolved_at is None
     if facts.transition is not Transition.RESOLVED and not retry:
         return None
-    wanted = receiver.send_resolved if receiver.send_resolved is not None else policy.notify_resolved
+    asked = receiver.wants_resolved(channel)
+    wanted = asked if asked is not None else policy.notify_resolved
     told = target is not None and target.notified_at is not None
     if not wanted or not told or facts.silenced_by is not None:
         return Action.HOLD, ChannelStatus.RESOLVED
@@ -111,9 +117,11 @@ def plan_alert(
             configured = channel in usable
             if record.status is AlertStatus.FIRING:
                 decided: tuple[Action, ChannelStatus] | None = _firing(
-                    record, previous, configured=configured, facts=facts, policy=policy, notify_on=notify_on, now=now)
+                    record, previous, configured=configured, facts=facts, policy=policy, notify_on=notify_on, now=now,
+                    refresh_s=receiver.refresh_s(channel))
             else:
-                decided = _resolved(record, previous, receiver, configured=configured, facts=facts, policy=policy)
+                decided = _resolved(record, previous, receiver, channel, configured=configured, facts=facts,
+                                    policy=policy)
             if decided is not None:
                 action, status = decided
                 plans.append(TargetPlan(fingerprint=record.fingerprint, receiver=receiver, target=target,

@@ -6,6 +6,8 @@ inhibits), a job name's resolved alerts one entry (each resolved fleet finding i
 than ``group_above`` due alerts, or with ``digest``, the target gets one message holding every
 entry; otherwise one message per entry.
 Entries are ordered new and still-firing jobs by job id, then fleet findings, then resolutions.
+A message to a machine-readable channel (Alertmanager, PagerDuty, the JSON webhook, Teams) also
+carries one :class:`~.notices.AlertNotice` per alert.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from stormwatch.alerting.alert_records import AlertRecord
 from stormwatch.alerting.decisions import Action, TargetPlan
 from stormwatch.alerting.inhibition import Inhibitions
 from stormwatch.alerting.kinds import AlertKind
-from stormwatch.alerting.ledger import ChannelName
+from stormwatch.alerting.ledger import DEFAULT_CHANNELS, ChannelName
 from stormwatch.alerting.messages import Entry, EntryState, Message
+from stormwatch.alerting.notices import AlertNotice, notice_of
 from stormwatch.alerting.observations import Fingerprint
 from stormwatch.alerting.routes import Receiver
 from stormwatch.severity import Severity
@@ -33,6 +36,7 @@ class Outgoing:
     channel: ChannelName
     message: Message
     alerts: tuple[Fingerprint, ...]
+    notices: tuple[AlertNotice, ...] = ()  # one per alert, for the channels that are not Slack or email
 
 
 def inhibited_line(record: AlertRecord) -> str:
@@ -113,6 +117,8 @@ def outgoing(plans: Sequence[TargetPlan], book: Mapping[Fingerprint, AlertRecord
         for batch in batches:
             message = Message(name, tuple(entry for entry, _ in batch), notify_on)
             alerts = tuple(fingerprint for _, carried in batch for fingerprint in carried)
+            notices = () if first.channel in DEFAULT_CHANNELS else tuple(
+                notice_of(book[fingerprint], repeat=due[fingerprint] is Action.SEND_REPEAT) for fingerprint in alerts)
             out.append(Outgoing(receiver=first.receiver, target=target, channel=first.channel, message=message,
-                                alerts=alerts))
+                                alerts=alerts, notices=notices))
     return out

@@ -46,8 +46,19 @@ from stormwatch.severity import Severity
 
 
 class ChannelName(StrEnum):
+    """How a receiver is told: the two built-in chat/mail channels, then the integrations of a routes
+    file's receivers (:mod:`stormwatch.alerting.receivers`)."""
+
     SLACK = "slack"
     EMAIL = "email"
+    ALERTMANAGER = "alertmanager"
+    WEBHOOK = "webhook"
+    PAGERDUTY = "pagerduty"
+    TEAMS = "teams"
+
+
+#: The default receiver's channels: every ledger line of it names both (it always did).
+DEFAULT_CHANNELS = (ChannelName.SLACK, ChannelName.EMAIL)
 
 
 class ChannelStatus(StrEnum):

@@ -31,8 +31,15 @@ from typing import Any, NoReturn
 
 from stormwatch.alerting.config_file import ConfigError, TomlLines, toml_syntax_line
 from stormwatch.alerting.kinds import AlertKind
-from stormwatch.alerting.ledger import DEFAULT_RECEIVER, ChannelName, target_name
+from stormwatch.alerting.ledger import DEFAULT_CHANNELS, DEFAULT_RECEIVER, ChannelName, target_name
 from stormwatch.alerting.observations import Labels
+from stormwatch.alerting.receivers import (
+    INTEGRATION_KEYS,
+    SECRET_INTEGRATION_KEYS,
+    Integrations,
+    parse_integrations,
+    stateful,
+)
 from stormwatch.alerting.secret_names import SecretName, SecretSource
 from stormwatch.alerting.targets import check_address
 from stormwatch.severity import Severity
@@ -41,9 +48,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _BLOCK = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 _SECRET_KEYS = frozenset({"slack_webhook", "slack_webhook_url", "webhook", "webhook_url", "url", "smtp_url",
-                          "password", "smtp_password", "token"})
+                          "password", "smtp_password", "token"}) | SECRET_INTEGRATION_KEYS
 _RECEIVER_KEYS = frozenset({"slack_webhook_env", "slack_webhook_block", "smtp_url_env", "smtp_url_block",
-                            "email_to", "email_from", "send_resolved"})
+                            "email_to", "email_from", "send_resolved"}) | INTEGRATION_KEYS
 _ROUTE_KEYS = frozenset({"job", "job_name", "severity", "kind", "receiver", "continue"})
 
 
@@ -59,20 +66,32 @@ class Receiver:
     email_to: tuple[str, ...] = ()
     email_from: str | None = None
     send_resolved: bool | None = None
+    integrations: Integrations = Integrations()
 
     @property
     def channels(self) -> tuple[ChannelName, ...]:
         """The channels this receiver can send on."""
         usable = {ChannelName.SLACK: self.slack_webhook is not None,
                   ChannelName.EMAIL: self.smtp_url is not None and bool(self.email_to)}
-        return tuple(channel for channel in ChannelName if usable[channel])
+        return (*(channel for channel, ok in usable.items() if ok), *self.integrations.channels)
 
     @property
     def targets(self) -> tuple[tuple[str, ChannelName], ...]:
-        """(target name, channel): the default receiver lists both channels, configured or not (its ledger
+        """(target name, channel): the default receiver lists Slack and email, configured or not (its ledger
         lines always did); another receiver only its own."""
-        channels = tuple(ChannelName) if self.name == DEFAULT_RECEIVER else self.channels
+        channels = DEFAULT_CHANNELS if self.name == DEFAULT_RECEIVER else self.channels
         return tuple((target_name(self.name, channel), channel) for channel in channels)
+
+    def wants_resolved(self, channel: ChannelName) -> bool | None:
+        """Whether ``channel`` is told of a resolution: always for a stateful one (Alertmanager, PagerDuty),
+        else ``send_resolved`` (None: the policy's)."""
+        return True if stateful(channel) else self.send_resolved
+
+    def refresh_s(self, channel: ChannelName) -> float | None:
+        """How often a firing alert is posted again whatever ``repeat_interval`` (Alertmanager: so it
+        stays active between audits), in seconds; None for the other channels."""
+        alertmanager = self.integrations.alertmanager
+        return alertmanager.refresh_s if channel is ChannelName.ALERTMANAGER and alertmanager else None
 
 
 @dataclass(frozen=True)
@@ -187,10 +206,12 @@ def _receiver(name: str, table: Any, lines: TomlLines, *, file: str, default: Re
                  "audit --smtp-url", "email_to")
     if smtp is not None and not recipients:
         fail("names an SMTP server but no email_to", "email_to")
-    if slack is None and not recipients:
-        fail("needs a Slack webhook (slack_webhook_env / slack_webhook_block) or an email_to list")
+    integrations = parse_integrations(table, fail)
+    if slack is None and not recipients and not integrations.channels:
+        fail("needs a Slack webhook (slack_webhook_env / slack_webhook_block), an email_to list, "
+             "alertmanager_url, webhook_url_env, pagerduty_routing_key_env or teams_webhook_env")
     return Receiver(name=name, slack_webhook=slack, smtp_url=smtp, email_to=recipients, email_from=sender,
-                    send_resolved=resolved)
+                    send_resolved=resolved, integrations=integrations)
 
 
 def _choices(value: Any, *, allowed: Sequence[str], what: str, fail: Any) -> tuple[str, ...]:

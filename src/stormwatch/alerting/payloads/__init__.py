@@ -1,0 +1,1 @@
+"""Request bodies for the integrations (Alertmanager, the JSON webhook, PagerDuty, Teams): pure builders."""
