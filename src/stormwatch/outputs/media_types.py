@@ -14,4 +14,5 @@ class MediaType(StrEnum):
     NDJSON = "application/x-ndjson"  # notifications.jsonl: one JSON object a line
     HTML = "text/html; charset=utf-8"  # report.html, index.html
     PARQUET = "application/vnd.apache.parquet"  # fleet.parquet, history partitions
+    OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"  # metrics.prom, Pushgateway pushes
     OCTETS = "application/octet-stream"  # damaged files kept as they were (reports/damaged/)
