@@ -55,6 +55,8 @@ def run_compact(args: argparse.Namespace) -> int:
         lease.release()
     for line in done.repaired:
         print(f"repaired: {line}")
+    for line in done.history:
+        print(line)
     if not done.folded:
         print("nothing to fold: fleet.json holds every committed job")
     else:

@@ -32,9 +32,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stormwatch.history.schema import HISTORY_SCHEMA, HistoryFileError, conform, history_key
+from stormwatch.history.schema import HISTORY_SCHEMA, HistoryFileError, conform, history_key, is_compacted
 from stormwatch.outputs.fleet import FleetRow, JobStatus
-from stormwatch.tasks.history import PARQUET_CONTENT_TYPE, parquet_bytes
+from stormwatch.tasks.history import PARQUET_CONTENT_TYPE, parquet_bytes, replaced_by
 from stormwatch.tasks.repair import quarantine
 from stormwatch.tasks.runs_store import stored_row
 from stormwatch.tasks.storage.protocol import COMMITS_FOLDER, FLEET_JSON_KEY, Storage
@@ -146,17 +146,29 @@ def _row(item: dict[str, object]) -> FleetRow:
 
 
 def apply(storage: Storage, commit: Commit, *, body: bytes | None = None) -> bool:
-    """Copy the commit's history rows to its history key (nothing when it has none, or when that
-    object already holds them); True when written now. The same bytes every time."""
+    """Copy the commit's history rows to its history key (nothing when it has none, when that
+    object already holds them, or when the night's compacted file does); True when written now.
+    The same bytes every time."""
     if commit.history.num_rows == 0:
         return False
     data = body if body is not None else storage.read_report(commit.key)
     if data is None:
         return False
-    if storage.read_report(commit.history_key) == data:
+    found = storage.read_report(commit.history_key)
+    if found == data or (found is None and compacted_holds(storage, commit.history_key)):
         return False
     storage.write_report(commit.history_key, data, content_type=PARQUET_CONTENT_TYPE)
     return True
+
+
+def compacted_holds(storage: Storage, key: str) -> bool:
+    """Whether a compacted file of ``key``'s night holds ``key``'s rows (:mod:`stormwatch.tasks.history_compact`):
+    then the history has them, and copying the file back would count them twice."""
+    folder = key.rsplit("/", 1)[0]
+    for entry in storage.list_reports(folder):
+        if is_compacted(entry.key) and key in replaced_by(storage.read_report(entry.key) or b""):
+            return True
+    return False
 
 
 def pending_commits(storage: Storage, *, now: datetime | None = None) -> PendingCommits:

@@ -3,7 +3,8 @@
 A post-job writes its job's outputs and one commit object (:mod:`stormwatch.tasks.commits`) and
 nothing fleet-wide, so it costs one job whatever the fleet's size. Its result joins fleet.json,
 fleet.parquet and the index when they are next published: by the nightly audit, which lays every
-pending commit over the rows it read, or by :func:`compact`, which does only that. fleet.json's
+pending commit over the rows it read, or by :func:`compact`, which does only that (and compacts the
+earlier nights' history files, :mod:`stormwatch.tasks.history_compact`). fleet.json's
 ``folded_at`` says when the last fold happened. Run under the audit lease: commit objects are
 read, applied to the history again (idempotent) and cleared only by its holder.
 """
@@ -20,6 +21,7 @@ from stormwatch.outputs.fleet import FleetRow, JobStatus
 from stormwatch.severity import FailOn
 from stormwatch.tasks.commits import clear, pending_commits
 from stormwatch.tasks.fleet_view import DEFAULT_INDEX_DAYS, fleet_view, rows_to_fold, window_start
+from stormwatch.tasks.history_compact import compact_history
 from stormwatch.tasks.plan import AuditPlan, PreviousFleet, read_previous_fleet
 from stormwatch.tasks.publish import publish_view
 from stormwatch.tasks.storage.inventory import Inventory
@@ -42,6 +44,7 @@ class Compacted:
     folded: tuple[str, ...] = ()
     jobs: int = 0
     repaired: tuple[str, ...] = ()
+    history: tuple[str, ...] = ()  # one line per earlier night whose history files were compacted
 
 
 def _previous_document(storage: Storage) -> dict[str, object]:
@@ -62,7 +65,7 @@ def compact(storage: Storage, *, storage_uri: str, now: datetime | None = None,
     names = job_names or JobNamePattern()
     pending = pending_commits(storage, now=at)
     if not pending.commits:
-        return Compacted(repaired=pending.damaged)
+        return Compacted(repaired=pending.damaged, history=_compact_history(storage, at))
     document = _previous_document(storage)
     window = document.get("window")
     days = int(window.get("days", DEFAULT_INDEX_DAYS)) if isinstance(window, dict) else DEFAULT_INDEX_DAYS
@@ -80,4 +83,11 @@ def compact(storage: Storage, *, storage_uri: str, now: datetime | None = None,
     publish_view(storage, view, fold=fold, files=previous.files, generated_at=at, storage_uri=storage_uri,
                  name_of=names.name_of, sections=sections)
     clear(storage, pending.keys)
-    return Compacted(folded=pending.keys, jobs=len(folded), repaired=pending.damaged)
+    return Compacted(folded=pending.keys, jobs=len(folded), repaired=pending.damaged,
+                     history=_compact_history(storage, at))
+
+
+def _compact_history(storage: Storage, at: datetime) -> tuple[str, ...]:
+    """The nights before ``at``'s date with several history files compacted (after the commits are
+    cleared: a pending commit's file is left alone), one line each."""
+    return tuple(night.line() for night in compact_history(storage, before=at.astimezone(UTC).date()))

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,21 +28,24 @@ from prefect.cache_policies import NO_CACHE
 from stormwatch.history.frame import ANALYTICS_COLUMNS, empty_history, history_frame
 from stormwatch.history.schema import (
     HISTORY_FOLDER,
-    HISTORY_SCHEMA,
     READ_SCHEMA,
-    STRING_COLUMNS,
+    REPLACES_KEY,
+    V1_STRING_COLUMNS,
     HistoryFileError,
     as_utc,
     conform,
     file_metadata,
     history_key,
+    is_compacted,
     partition_date,
+    source_columns,
 )
 from stormwatch.load.tree import Entry
 from stormwatch.tasks.repair import quarantine
 from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import Storage, StorageSettings
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
 
@@ -65,7 +69,14 @@ def parquet_bytes(table: pa.Table, *, extra_metadata: Mapping[bytes, bytes] | No
     """One history file: the table in :data:`HISTORY_SCHEMA` with the history footer metadata
     (and ``extra_metadata``: a commit's rows, :mod:`stormwatch.tasks.commits`)."""
     metadata = {**file_metadata(), **(extra_metadata or {})}
-    table = table.select(list(HISTORY_SCHEMA.names)).cast(HISTORY_SCHEMA).replace_schema_metadata(None)
+    table = conform(table.replace_schema_metadata(file_metadata()), name="history rows")
+    return table_bytes(table, metadata=metadata)
+
+
+def table_bytes(table: pa.Table, *, metadata: Mapping[bytes, bytes]) -> bytes:
+    """``table`` as Parquet with ``metadata`` as its footer's key-value metadata (history files,
+    fleet.parquet): zstd, timestamps as written (microseconds in :data:`HISTORY_SCHEMA`)."""
+    table = table.replace_schema_metadata(None)
     sink = io.BytesIO()
     # no ARROW:schema footer entry: it held the key-value metadata (a commit's rows) a second time,
     # base64'd, and every column is a plain Parquet type read back the same (bench/README.md,
@@ -112,7 +123,8 @@ def _parse(key: str, data: bytes | None, columns: Sequence[str] | None,
         raise HistoryFileError(f"{key}: gone since it was listed")
     try:
         # ParquetFile, not read_table: no dataset layer (bench/README.md, "Reading the history")
-        dictionary = [name for name in STRING_COLUMNS if columns is None or name in columns]
+        # columns every version has are read dictionary-encoded; newer ones are cast by conform
+        dictionary = [name for name in V1_STRING_COLUMNS if columns is None or name in columns]
         try:
             parquet = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary)
         except KeyError:  # a string column missing: a foreign file, which conform names as such
@@ -122,28 +134,38 @@ def _parse(key: str, data: bytes | None, columns: Sequence[str] | None,
             if not pc.any(pc.is_in(pc.cast(found.column("job_name"), pa.string()),
                                    value_set=pa.array(sorted(names), pa.string()))).as_py():
                 return None
-        table = parquet.read(columns=None if columns is None else list(columns))
+        table = parquet.read(columns=source_columns(columns, parquet.schema_arrow.names))
     except (pa.ArrowException, OSError, ValueError) as error:
         raise DamagedHistoryFileError(f"{key}: not readable as Parquet ({error})") from error
     return conform(table, name=key, schema=READ_SCHEMA, columns=columns)
 
 
-def _ns(moment: datetime) -> int:
-    """Nanoseconds since the epoch of an aware datetime (microsecond precision, as datetimes hold)."""
+def _us(moment: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (``audit_time``'s unit)."""
     delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _within(table: pa.Table, since_ns: int, until_ns: int) -> pa.Table:
-    """The rows audited within [since_ns, until_ns]; a file (one audit, one time) is kept or
+def _within(table: pa.Table, since_us: int, until_us: int) -> pa.Table:
+    """The rows audited within [since_us, until_us]; a file (one audit, one time) is kept or
     dropped whole without a filter pass."""
-    times_ns = pc.cast(table.column("audit_time"), pa.int64())
-    bounds = pc.min_max(times_ns).as_py()
-    if bounds["min"] is None or (since_ns <= bounds["min"] and bounds["max"] <= until_ns):
+    times_us = pc.cast(table.column("audit_time"), pa.int64())
+    bounds = pc.min_max(times_us).as_py()
+    if bounds["min"] is None or (since_us <= bounds["min"] and bounds["max"] <= until_us):
         return table
-    if bounds["max"] < since_ns or bounds["min"] > until_ns:
+    if bounds["max"] < since_us or bounds["min"] > until_us:
         return table.slice(0, 0)
-    return table.filter(pc.and_(pc.greater_equal(times_ns, since_ns), pc.less_equal(times_ns, until_ns)))
+    return table.filter(pc.and_(pc.greater_equal(times_us, since_us), pc.less_equal(times_us, until_us)))
+
+
+def replaced_by(data: bytes) -> frozenset[str]:
+    """The keys a compacted history file's footer says it holds the rows of (none when unreadable)."""
+    try:
+        raw = (pq.read_metadata(pa.BufferReader(data)).metadata or {}).get(REPLACES_KEY)
+        keys = orjson.loads(raw) if raw else []
+    except (pa.ArrowException, OSError, ValueError, orjson.JSONDecodeError):
+        return frozenset()  # a damaged compacted file: the parse names it
+    return frozenset(str(key) for key in keys) if isinstance(keys, list) else frozenset()
 
 
 def _named(table: pa.Table, names: Collection[str] | None) -> pa.Table:
@@ -166,35 +188,45 @@ def read_history(
     since, until = as_utc(since), as_utc(until)
     files, warnings = _history_entries(storage)
     wanted = [entry.key for entry, day in files if since.date() <= day <= until.date()]
-    tables: list[pa.Table] = []
-    keys: list[str] = []
+    found: dict[str, pa.Table | None] = {}
     damaged: list[str] = []
-    # S3 objects are fetched `workers` at a time (each a round trip); a local file is read where it is
-    # parsed, one by one: fetch threads each grew an allocator arena (bench/README.md, "Reading the
-    # history"). A file's footer metadata (its commit's rows) is dropped at once, so what is kept is
-    # the window's rows of ``names`` only.
-    remote = storage.settings.scheme == "s3"
-    workers = max(1, min(storage.settings.max_concurrency, len(wanted))) if remote else 1
-    since_ns, until_ns = _ns(since), _ns(until)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="history-read") as pool:
-        for start in range(0, len(wanted), workers):
-            chunk = wanted[start:start + workers]
-            fetched = pool.map(storage.read_report, chunk) if remote else map(storage.read_report, chunk)
-            for key, data in zip(chunk, fetched, strict=True):
-                try:
-                    parsed = _parse(key, data, columns, names)
-                    table = None if parsed is None else _named(_within(parsed, since_ns, until_ns), names)
-                except HistoryFileError as error:
-                    warnings.append(f"{error}; skipped")
-                    if isinstance(error, DamagedHistoryFileError):
-                        damaged.append(key)
-                    continue
-                if table is not None and (table.num_rows or not tables):  # no wanted rows: nothing but its schema
-                    tables.append(table.replace_schema_metadata(None))
-                keys.append(key)
-    if not tables:
+    replaced: set[str] = set()
+    since_us, until_us = _us(since), _us(until)
+
+    def read(chunk_keys: Sequence[str], *, compacted: bool) -> None:
+        # S3 objects are fetched `workers` at a time (each a round trip); a local file is read where
+        # it is parsed, one by one: fetch threads each grew an allocator arena (bench/README.md,
+        # "Reading the history"). A file's footer metadata (its commit's rows) is dropped at once, so
+        # what is kept is the window's rows of ``names`` only.
+        remote = storage.settings.scheme == "s3"
+        workers = max(1, min(storage.settings.max_concurrency, len(chunk_keys))) if remote else 1
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="history-read") as pool:
+            for start in range(0, len(chunk_keys), workers):
+                chunk = chunk_keys[start:start + workers]
+                fetched = pool.map(storage.read_report, chunk) if remote else map(storage.read_report, chunk)
+                for key, data in zip(chunk, fetched, strict=True):
+                    try:
+                        parsed = _parse(key, data, columns, names)
+                        table = None if parsed is None else _named(_within(parsed, since_us, until_us), names)
+                    except HistoryFileError as error:
+                        warnings.append(f"{error}; skipped")
+                        if isinstance(error, DamagedHistoryFileError):
+                            damaged.append(key)
+                        continue
+                    if compacted and data is not None:
+                        replaced.update(replaced_by(data))
+                    found[key] = None if table is None else table.replace_schema_metadata(None)
+
+    # compacted files first: the files they hold the rows of (left by a compaction killed before
+    # it deleted them) are not read, so no row counts twice
+    read([key for key in wanted if is_compacted(key)], compacted=True)
+    read([key for key in wanted if not is_compacted(key) and key not in replaced], compacted=False)
+    keys = [key for key in wanted if key in found and key not in replaced]
+    tables = [table for key in keys if (table := found[key]) is not None]
+    kept = [table for table in tables if table.num_rows] or tables[:1]  # no wanted rows: nothing but its schema
+    if not kept:
         return HistoryRead(empty_history(columns), tuple(keys), tuple(warnings), tuple(damaged))
-    return HistoryRead(history_frame(pa.concat_tables(tables)), tuple(keys), tuple(warnings), tuple(damaged))
+    return HistoryRead(history_frame(pa.concat_tables(kept)), tuple(keys), tuple(warnings), tuple(damaged))
 
 
 def prune_history(storage: Storage, *, keep_days: int, as_of: datetime) -> Sequence[str]:
@@ -209,13 +241,15 @@ def prune_history(storage: Storage, *, keep_days: int, as_of: datetime) -> Seque
     return [key for key in deleted if storage.delete_report(key)]
 
 
-@task(name="read-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="read-history", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def read_history_task(settings: StorageSettings, since: datetime, until: datetime,
                       names: Collection[str] | None = None) -> HistoryRead:
     return read_history(storage_for(settings), since=since, until=until, columns=ANALYTICS_COLUMNS, names=names)
 
 
-@task(name="prune-history", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="prune-history", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def prune_history_task(settings: StorageSettings, audit_time: datetime, keep_days: int,
                        damaged: Sequence[str] = ()) -> list[str]:
     """Nights older than ``keep_days`` before ``audit_time`` removed, and the ``damaged`` history files

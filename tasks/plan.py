@@ -88,6 +88,8 @@ def migrated_rows(fleet_json: bytes | None, fleet_parquet: bytes | None) -> list
     ranks: dict[str, list[dict[str, object]]] = {}
     try:
         table = pd.read_parquet(io.BytesIO(fleet_parquet)) if fleet_parquet else None
+        if table is not None and "hidden_gap_peak_bytes" in table.columns:  # schema version 3's name
+            table = table.rename(columns={"hidden_gap_peak_bytes": "hidden_gap_peak_abs_bytes"})
         if table is not None and not set(REQUIRED_RANK_COLUMNS) <= set(table.columns):
             raise ValueError("columns missing")
         if table is not None:

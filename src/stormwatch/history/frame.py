@@ -18,6 +18,7 @@ import pyarrow as pa
 from stormwatch.history.schema import HISTORY_SCHEMA, as_utc
 from stormwatch.outputs.verdict import VerdictStatus
 
+_FRAME_TIME = pa.timestamp("ns", tz="UTC")
 RUN_ORDER = ["audit_time", "job_started_ns", "job_id"]
 #: The columns regressions, suspects and trends read (half the file: read only these for them).
 ANALYTICS_COLUMNS = ("audit_id", "audit_time", "job_id", "job_name", "world_size", "host", "device_id",
@@ -27,7 +28,10 @@ ANALYTICS_COLUMNS = ("audit_id", "audit_time", "job_id", "job_name", "world_size
 def history_frame(table: pa.Table) -> pd.DataFrame:
     """A history table (:data:`HISTORY_SCHEMA`) as a DataFrame: nullable integers as float64
     (NaN = null), strings as ``category`` (a million rows convert in a fraction of a second),
-    ``audit_time`` as ``datetime64[ns, UTC]``."""
+    ``audit_time`` as ``datetime64[ns, UTC]`` (stored in microseconds; the analytics compute in ns)."""
+    index = table.schema.get_field_index("audit_time")
+    if index >= 0 and table.schema.field(index).type != _FRAME_TIME:
+        table = table.set_column(index, pa.field("audit_time", _FRAME_TIME), table.column(index).cast(_FRAME_TIME))
     return table.to_pandas(strings_to_categorical=True)
 
 

@@ -37,7 +37,14 @@ from stormwatch.analysis.candidates import ALERT_SEVERITY
 from stormwatch.analysis.model import AnomalyIndicator, IndicatorKind, RankDiagnosticsRow
 from stormwatch.events.sessions import SessionSummary
 from stormwatch.history.job_names import JobNamePattern
-from stormwatch.history.schema import HISTORY_COLUMNS, HISTORY_SCHEMA, as_utc, audit_id, file_metadata
+from stormwatch.history.schema import (
+    HISTORY_COLUMNS,
+    HISTORY_SCHEMA,
+    HISTORY_SCHEMA_VERSION,
+    as_utc,
+    audit_id,
+    file_metadata,
+)
 from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.verdict import VerdictStatus
 from stormwatch.peers.rank_facts import RankFacts
@@ -103,6 +110,7 @@ def _job_rows(document: JobDocument, job_name: str, audit: str) -> list[dict[str
         fleet_ranks.setdefault(fact.rank, fact)
     world, started, session_hosts = _session_facts(document.sessions, len(model.expected_ranks))
     session_verdict = _session_verdict(document)
+    outliers = None if document.fleet is None else {item.rank for item in document.fleet.facts.outlier_ranks}
     out = []
     for rank in sorted(rows):
         row, placed = rows[rank], fleet_ranks.get(rank)
@@ -138,6 +146,11 @@ def _job_rows(document: JobDocument, job_name: str, audit: str) -> list[dict[str
             "session_verdict": session_verdict,
             "input_fingerprint": document.input_fingerprint,
             "job_started_ns": started,
+            "availability": row.availability,
+            "has_anomaly": row.has_anomaly,
+            "first_anomaly_phase_path": row.first_anomaly_phase_path,
+            "outlier": None if outliers is None else rank in outliers,
+            "schema_version": HISTORY_SCHEMA_VERSION,
         })
     return out
 

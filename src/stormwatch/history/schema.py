@@ -1,23 +1,35 @@
-"""The history store's schema and file layout: Parquet files per audit, partitioned by audit date.
+"""The rank-row schema shared by the history store and fleet.parquet, and the history's file layout.
 
 Layout (keys relative to the reports prefix)::
 
     history/date=YYYY-MM-DD/audit-YYYYMMDDTHHMMSSZ-<8 hex>[-b<8 hex>].parquet
+    history/date=YYYY-MM-DD/compacted-<8 hex>.parquet     (a night's files in one, see below)
 
 ``date`` is the audit's UTC date (Hive-style, so DuckDB's ``hive_partitioning`` and pandas'
 ``partitioning="hive"`` see it as a column); the first 8 hex digits are a digest of the audit's
 (job id, input fingerprint) pairs, the ``-b`` ones of the job ids of one batch of it (an audit
 writes one file per batch it commits, see ``stormwatch.tasks.commits``), so replaying the same
-audit ``--as-of`` the same time writes the same keys again instead of second files. Each file
-holds rows of :data:`HISTORY_SCHEMA` and the key :data:`PARQUET_METADATA_KEY` in its footer's
-key-value metadata: ``{"schema_version": N}``.
+audit ``--as-of`` the same time writes the same keys again instead of second files. A compacted
+file (``stormwatch.tasks.history_compact``) holds the rows of the night's files it names in its
+footer key :data:`REPLACES_KEY`; readers skip those files while they still exist.
+
+One schema, :data:`HISTORY_SCHEMA`, for every history file and for fleet.parquet: the same names
+and types (fleet.parquet leaves null what a fleet row does not know: ``audit_time``,
+``peak_allocated_bytes``, ``first_anomaly_severity``, ``job_started_ns``). Each file carries its
+version twice: the ``schema_version`` column, and the footer key :data:`SCHEMA_VERSION_KEY`
+(history files also :data:`PARQUET_METADATA_KEY`, ``{"schema_version": N}``, which marks them as
+history files).
 
 Units: every ``*_bytes`` column is bytes; ``*_ns`` columns are integer nanoseconds since the Unix
-epoch; ``audit_time`` is ``timestamp[ns, UTC]``. Invariant: one row per (audit_id, job_id, session_id,
-rank): a job diagnosed session by session keeps a row per rank of each session (``session_id``,
-``session_verdict``), with the job's ``verdict`` (the worst of its sessions) on each.
+epoch; ``audit_time`` is ``timestamp[us, UTC]`` (microseconds: what Spark, Trino and BigQuery
+read). Invariant: one row per (audit_id, job_id, session_id, rank): a job diagnosed session by
+session keeps a row per rank of each session (``session_id``, ``session_verdict``), with the job's
+``verdict`` (the worst of its sessions) on each.
 
-Version 2 added ``session_id`` and ``session_verdict``; a version-1 file reads with them null.
+Versions: 2 added ``session_id`` and ``session_verdict``; 3 made ``audit_time`` microseconds and
+added :data:`ADDED_IN` ``[3]`` (fleet.parquet before 3 named ``hidden_gap_peak_bytes``
+``hidden_gap_peak_abs_bytes``). :func:`conform` reads every version: missing columns null,
+``audit_time`` cast to microseconds, old names renamed.
 """
 
 from __future__ import annotations
@@ -30,14 +42,18 @@ from datetime import UTC, date, datetime
 import orjson
 import pyarrow as pa
 
-HISTORY_SCHEMA_VERSION = 2
+HISTORY_SCHEMA_VERSION = 3
 HISTORY_FOLDER = "history"
 PARQUET_METADATA_KEY = b"stormwatch.history"
-AUDIT_TIME_TYPE = pa.timestamp("ns", tz="UTC")
+#: Footer key of both history files and fleet.parquet: the schema version as decimal text (``b"3"``).
+SCHEMA_VERSION_KEY = b"stormwatch.schema_version"
+#: Footer key of a compacted history file: JSON list of the keys (relative to reports) whose rows it holds.
+REPLACES_KEY = b"stormwatch.replaces"
+AUDIT_TIME_TYPE = pa.timestamp("us", tz="UTC")
 
 HISTORY_SCHEMA = pa.schema([
-    pa.field("audit_id", pa.string(), nullable=False),        # audit-YYYYMMDDTHHMMSSZ-<8 hex>
-    pa.field("audit_time", AUDIT_TIME_TYPE, nullable=False),  # the audit's --as-of time
+    pa.field("audit_id", pa.string()),                        # audit-YYYYMMDDTHHMMSSZ-<8 hex>
+    pa.field("audit_time", AUDIT_TIME_TYPE),                  # the audit's --as-of time; null in fleet.parquet
     pa.field("job_id", pa.string(), nullable=False),
     pa.field("job_name", pa.string(), nullable=False),        # JobNamePattern.name_of(job_id)
     pa.field("world_size", pa.int32()),
@@ -56,17 +72,31 @@ HISTORY_SCHEMA = pa.schema([
     pa.field("first_anomaly_signal", pa.string()),
     pa.field("first_anomaly_severity", pa.string()),          # Severity value, null when unknown
     pa.field("first_anomaly_timestamp_ns", pa.int64()),
-    pa.field("first_cause", pa.bool_(), nullable=False),      # this rank is the job's earliest indicator's
+    pa.field("first_cause", pa.bool_()),                      # this rank is the job's earliest indicator's
     pa.field("verdict", pa.string()),                         # VerdictStatus value: the job's
     pa.field("input_fingerprint", pa.string()),
     pa.field("job_started_ns", pa.int64()),                   # earliest session start: orders runs
     pa.field("session_id", pa.string()),                      # the session (group) the rank ran in (v2)
     pa.field("session_verdict", pa.string()),                 # VerdictStatus value: the session's (v2)
+    pa.field("availability", pa.string()),                    # model row's availability (v3)
+    pa.field("has_anomaly", pa.bool_()),                      # (v3)
+    pa.field("first_anomaly_phase_path", pa.string()),        # (v3)
+    pa.field("outlier", pa.bool_()),                          # flagged on any metric; null: no fleet facts (v3)
+    pa.field("schema_version", pa.int32(), nullable=False),   # the version the row was written in (v3)
 ])
 HISTORY_COLUMNS = tuple(HISTORY_SCHEMA.names)
 #: Columns version 2 added.
 SESSION_COLUMNS = ("session_id", "session_verdict")
+#: Columns each version added: a file of an older version reads them as nulls (``schema_version``: its own).
+ADDED_IN: dict[int, tuple[str, ...]] = {
+    2: SESSION_COLUMNS,
+    3: ("availability", "has_anomaly", "first_anomaly_phase_path", "outlier", "schema_version"),
+}
+#: Old column names, as fleet.parquet wrote them before version 3, and their names now.
+RENAMED = {"hidden_gap_peak_abs_bytes": "hidden_gap_peak_bytes"}
 STRING_COLUMNS = tuple(field.name for field in HISTORY_SCHEMA if field.type == pa.string())
+#: String columns every version has: read dictionary-encoded straight from the pages.
+V1_STRING_COLUMNS = tuple(name for name in STRING_COLUMNS if not any(name in added for added in ADDED_IN.values()))
 #: The schema rows are read in: strings dictionary-encoded (what the Parquet pages hold), so a
 #: million rows decode and become pandas categoricals without a Python string per value.
 READ_SCHEMA = pa.schema([
@@ -75,7 +105,8 @@ READ_SCHEMA = pa.schema([
 ])
 
 _KEY = re.compile(
-    r"^history/date=(?P<date>\d{4}-\d{2}-\d{2})/(?P<audit>audit-\d{8}T\d{6}Z-[0-9a-f]{8})(?:-b[0-9a-f]{8})?\.parquet$"
+    r"^history/date=(?P<date>\d{4}-\d{2}-\d{2})/"
+    r"(?:(?P<audit>audit-\d{8}T\d{6}Z-[0-9a-f]{8})(?:-b[0-9a-f]{8})?|(?P<compacted>compacted-[0-9a-f]{8}))\.parquet$"
 )
 
 
@@ -115,40 +146,87 @@ def partition_date(key: str) -> date | None:
         return None
 
 
-def file_metadata() -> dict[bytes, bytes]:
-    """The footer key-value metadata every history file carries."""
-    return {PARQUET_METADATA_KEY: orjson.dumps({"schema_version": HISTORY_SCHEMA_VERSION})}
+def is_compacted(key: str) -> bool:
+    """Whether ``key`` is a compacted history file's (``history/date=D/compacted-<8 hex>.parquet``)."""
+    found = _KEY.match(key)
+    return found is not None and found["compacted"] is not None
+
+
+def compacted_key(day: date, replaced: Iterable[str]) -> str:
+    """The key of night ``day``'s compacted file holding the rows of the files ``replaced``: a digest
+    of their sorted keys, so compacting the same files again writes the same key."""
+    digest = hashlib.sha256("\n".join(sorted(replaced)).encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{partition_folder(day)}/compacted-{digest}.parquet"
+
+
+def file_metadata(*, history: bool = True) -> dict[bytes, bytes]:
+    """The footer key-value metadata a file of :data:`HISTORY_SCHEMA` carries: the schema version,
+    and (``history``) the key that marks a history file (fleet.parquet has the version only)."""
+    version = {SCHEMA_VERSION_KEY: str(HISTORY_SCHEMA_VERSION).encode()}
+    return {PARQUET_METADATA_KEY: orjson.dumps({"schema_version": HISTORY_SCHEMA_VERSION}), **version} if history \
+        else version
+
+
+def file_version(metadata: dict[bytes, bytes] | None, *, name: str) -> int:
+    """The schema version a file's footer ``metadata`` names (:data:`PARQUET_METADATA_KEY`, else
+    :data:`SCHEMA_VERSION_KEY`). Raises :class:`HistoryFileError` naming ``name`` when it names
+    none (a foreign file), an unreadable one, or one newer than this code's."""
+    found = metadata or {}
+    raw, plain = found.get(PARQUET_METADATA_KEY), found.get(SCHEMA_VERSION_KEY)
+    if raw is None and plain is None:
+        raise HistoryFileError(f"{name}: not a stormwatch history file (no {PARQUET_METADATA_KEY.decode()} metadata)")
+    try:
+        version = orjson.loads(raw)["schema_version"] if raw is not None else int(plain or b"")
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise HistoryFileError(f"{name}: unreadable history metadata") from error
+    if not isinstance(version, int) or not 1 <= version <= HISTORY_SCHEMA_VERSION:
+        known = f"1..{HISTORY_SCHEMA_VERSION}"
+        raise HistoryFileError(f"{name}: history schema version {version!r} (this code reads {known})")
+    return version
+
+
+def source_columns(columns: Sequence[str] | None, present: Sequence[str]) -> list[str] | None:
+    """The columns to read from a file whose columns are ``present`` for the schema's ``columns``
+    (None: all): those it has, under their old names where it used them."""
+    if columns is None:
+        return None
+    wanted = {*columns, *(old for old, new in RENAMED.items() if new in columns)}
+    return [name for name in present if name in wanted]
 
 
 def conform(
     table: pa.Table, *, name: str, schema: pa.Schema = HISTORY_SCHEMA, columns: Sequence[str] | None = None
 ) -> pa.Table:
-    """``table`` (as read from a file named ``name``) in ``schema`` (:data:`HISTORY_SCHEMA` or
-    :data:`READ_SCHEMA`), limited to ``columns`` (default: all) in schema order.
+    """``table`` (as read from a file named ``name``, of any version) in ``schema``
+    (:data:`HISTORY_SCHEMA` or :data:`READ_SCHEMA`), limited to ``columns`` (default: all) in schema
+    order: old names renamed (:data:`RENAMED`), columns added since the file's version null
+    (``schema_version``: the file's), ``audit_time`` in microseconds.
 
-    Raises :class:`HistoryFileError` when the footer carries no history metadata (a foreign
-    file), names a version newer than this code's, or the columns are missing or of the wrong type.
+    Raises :class:`HistoryFileError` when the footer names no version (a foreign file), one newer
+    than this code's, or the columns are missing or of the wrong type.
     """
-    raw = (table.schema.metadata or {}).get(PARQUET_METADATA_KEY)
-    if raw is None:
-        raise HistoryFileError(f"{name}: not a stormwatch history file (no {PARQUET_METADATA_KEY.decode()} metadata)")
-    try:
-        version = orjson.loads(raw)["schema_version"]
-    except (orjson.JSONDecodeError, KeyError, TypeError) as error:
-        raise HistoryFileError(f"{name}: unreadable history metadata") from error
-    if not isinstance(version, int) or not 1 <= version <= HISTORY_SCHEMA_VERSION:
-        known = f"1..{HISTORY_SCHEMA_VERSION}"
-        raise HistoryFileError(f"{name}: history schema version {version!r} (this code reads {known})")
+    version = file_version(table.schema.metadata, name=name)
     wanted = [column for column in HISTORY_COLUMNS if columns is None or column in columns]
-    if version < 2:  # written before sessions were kept: their columns are null
-        for column in SESSION_COLUMNS:
+    renames = {old: new for old, new in RENAMED.items() if old in table.column_names and new not in table.column_names}
+    if renames:
+        table = table.rename_columns([renames.get(column, column) for column in table.column_names])
+    for added_in, added in ADDED_IN.items():
+        for column in added if version < added_in else ():
             if column in wanted and column not in table.column_names:
-                table = table.append_column(pa.field(column, pa.string()), pa.nulls(table.num_rows, pa.string()))
+                kind = HISTORY_SCHEMA.field(column).type
+                filler = pa.array([version] * table.num_rows, kind) if column == "schema_version" \
+                    else pa.nulls(table.num_rows, kind)
+                table = table.append_column(pa.field(column, kind), filler)
     missing = [column for column in wanted if column not in table.column_names]
     if missing:
         raise HistoryFileError(f"{name}: missing columns {', '.join(missing)}")
+    table = table.select(wanted)
     target = pa.schema([schema.field(column) for column in wanted], metadata=table.schema.metadata)
     try:
-        return table.select(wanted).cast(target)
+        if "audit_time" in wanted and table.schema.field("audit_time").type != AUDIT_TIME_TYPE:
+            # versions 1-2 wrote nanoseconds; whole microseconds always (datetimes), so nothing is lost
+            index = wanted.index("audit_time")
+            table = table.set_column(index, target.field(index), table.column(index).cast(AUDIT_TIME_TYPE, safe=False))
+        return table.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
         raise HistoryFileError(f"{name}: columns of the wrong type ({error})") from error

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from stormwatch.history.frame import history_frame
 from stormwatch.history.regressions import RegressionMetric
-from stormwatch.history.schema import HISTORY_SCHEMA, audit_id, file_metadata
+from stormwatch.history.schema import HISTORY_SCHEMA, HISTORY_SCHEMA_VERSION, audit_id, file_metadata
 
 GIB = 1024**3
 FIRST_NIGHT = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
@@ -97,7 +97,7 @@ def synthetic_fleet(
         audit = audit_id(when, ((str(job), None) for job in job_ids))
         columns = {
             "audit_id": np.full(len(rank), audit),
-            "audit_time": np.full(len(rank), np.datetime64(when.replace(tzinfo=None), "ns")),
+            "audit_time": np.full(len(rank), np.datetime64(when.replace(tzinfo=None), "us")),
             "job_id": job_ids[job_of_rank],
             "job_name": names[job_of_rank],
             "session_id": np.array([f"{job}-attempt-1" for job in job_ids])[job_of_rank],
@@ -122,6 +122,11 @@ def synthetic_fleet(
             "session_verdict": np.where(has_cause[job_of_rank], "critical", "clean"),
             "input_fingerprint": np.full(len(rank), "sha256:synthetic"),
             "job_started_ns": np.full(len(rank), int(when.timestamp() * 1e9) - 3_600_000_000_000, dtype=np.int64),
+            "availability": np.full(len(rank), "present"),
+            "has_anomaly": first_cause,
+            "first_anomaly_phase_path": np.full(len(rank), None),
+            "outlier": np.zeros(len(rank), dtype=bool),
+            "schema_version": np.full(len(rank), HISTORY_SCHEMA_VERSION, dtype=np.int32),
         }
         arrays = [pa.array(columns[field.name], type=field.type) for field in HISTORY_SCHEMA]
         table = pa.Table.from_arrays(arrays, schema=HISTORY_SCHEMA).replace_schema_metadata(file_metadata())
@@ -169,4 +174,5 @@ def run_rows(
 def history_of(rows: list[dict[str, object]]) -> pd.DataFrame:
     """Rows (missing columns null) as the DataFrame the analytics read."""
     columns = {field.name: [row.get(field.name) for row in rows] for field in HISTORY_SCHEMA}
+    columns["schema_version"] = [HISTORY_SCHEMA_VERSION] * len(rows)
     return history_frame(pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA))
