@@ -29,20 +29,25 @@ import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.futures import PrefectFuture, as_completed
+from prefect.states import State
 
 from stormwatch.alerting.findings import JobFinding
 from stormwatch.alerting.fleet_findings import fleet_findings
 from stormwatch.diagnose import DiagnoseOptions
 from stormwatch.flows.history_step import by_job_name, read_earlier, record_and_compare, reusable_comparisons
+from stormwatch.flows.outcome import audit_run_name, audit_state
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.flows.progress import JobProgress
+from stormwatch.flows.run_artifacts import audit_tables
+from stormwatch.flows.run_logs import attach_project_loggers
 from stormwatch.flows.unwalked import unwalked
 from stormwatch.history.frame import ANALYTICS_COLUMNS, empty_history
 from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import FleetRow, JobStatus, failed_row
 from stormwatch.outputs.fleet_summary import counted_frame, counts
-from stormwatch.outputs.verdict import ExitCode, VerdictStatus
+from stormwatch.outputs.verdict import ExitCode, VerdictStatus, exit_code_for
 from stormwatch.severity import FailOn
+from stormwatch.tasks import heartbeat
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.batches import Batch, batch_by_bytes
 from stormwatch.tasks.commit_outcomes import clear_commits_task, folded_commits
@@ -50,6 +55,8 @@ from stormwatch.tasks.diagnose import diagnose_batch, read_previous, take_invent
 from stormwatch.tasks.engine_pool import EngineSettings, close_shared_pools
 from stormwatch.tasks.fleet_view import FleetView, fleet_view, notify_candidates, rows_to_fold, window_start
 from stormwatch.tasks.history import HistoryRead
+from stormwatch.tasks.history_compact import compact_history_step
+from stormwatch.tasks.metrics import metrics_step
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.step import KeptJobs, UnchangedJob, notify_task
 from stormwatch.tasks.plan import AuditPlan, plan_audit, unchanged_exit_code
@@ -59,6 +66,7 @@ from stormwatch.tasks.retention import retention_task
 from stormwatch.tasks.storage.lease import AUDIT_LEASE, Lease, LeaseRecord, acquire, default_owner, holder
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import INDEX_HTML_KEY, StorageSettings, report_html_key
+from stormwatch.tasks.timeouts import AUDIT_FLOW_TIMEOUT_S
 
 #: Reports listed in the audit's markdown artifact (the index lists them all).
 ARTIFACT_REPORTS = 200
@@ -87,23 +95,48 @@ def run_batches(
     earlier: Mapping[str, pd.DataFrame] | None = None,
     progress: bool = False,
     audit: str = "",
+    dask_address: str | None = None,
 ) -> list[JobOutcome]:
     """Submit one task per batch and collect an outcome per job, failed ones included; each batch
     commits its diagnosed jobs under ``audit`` (the audit's id). ``earlier``: earlier runs by job
-    name; each batch gets those of its own jobs' names."""
+    name; each batch gets those of its own jobs' names. ``dask_address``: the batches run on that
+    Dask cluster even when the flow's own task runner is threads (a deployment's parameter)."""
     earlier = earlier or {}
+    if dask_address and not _runs_on_dask():
+        from prefect_dask import DaskTaskRunner
 
-    def names(batch: Batch) -> dict[str, pd.DataFrame]:
-        wanted = {options.job_names.name_of(job.job_id) for job in batch.jobs}
-        return {name: rows for name, rows in earlier.items() if name in wanted}
+        with DaskTaskRunner(address=dask_address) as runner:  # arguments as they are: Dask unquotes nothing
+            return _collect_batches({runner.submit(diagnose_batch, parameters={
+                "settings": settings, "batch": batch, "options": options, "engine": engine,
+                "earlier": _names_of(batch, earlier, options), "audit": audit}): batch
+                for batch in batches}, progress=progress)
 
-    futures = {diagnose_batch.submit(settings, unwalked(batch), options, engine, unwalked(names(batch)), audit): batch
+    futures = {diagnose_batch.submit(settings, unwalked(batch), options, engine,
+                                     unwalked(_names_of(batch, earlier, options)), audit): batch
                for batch in batches}
+    return _collect_batches(futures, progress=progress)
+
+
+def _names_of(batch: Batch, earlier: Mapping[str, pd.DataFrame], options: AuditOptions) -> dict[str, pd.DataFrame]:
+    wanted = {options.job_names.name_of(job.job_id) for job in batch.jobs}
+    return {name: rows for name, rows in earlier.items() if name in wanted}
+
+
+def _runs_on_dask() -> bool:
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    return context is not None and type(context.task_runner).__name__ == "DaskTaskRunner"
+
+
+def _collect_batches(futures: Mapping[PrefectFuture[list[JobOutcome]], Batch], *, progress: bool) -> list[JobOutcome]:
+    """Every batch's outcomes as it finishes (each a sign of progress for the lease)."""
     outcomes: list[JobOutcome] = []
-    with JobProgress(sum(len(batch.jobs) for batch in batches), enabled=progress) as bar:
+    with JobProgress(sum(len(batch.jobs) for batch in futures.values()), enabled=progress) as bar:
         for future in as_completed(list(futures)):
             batch = futures[future]
             done = _batch_outcomes(future, batch)
+            heartbeat.beat()
             outcomes += done
             bar.step(done[-1].row.job_id if done else "", jobs=len(batch.jobs))
     return outcomes
@@ -193,6 +226,10 @@ def summarise(fresh: Sequence[FleetRow], fleet: dict[str, Any], *, plan: AuditPl
     kept = None if plan is None else unchanged_exit_code(plan, fail_on)
     if kept in counted_codes:
         codes.append(int(kept))
+    findings = sorted({row.job_id for row in fresh if row.exit_code == ExitCode.FINDINGS}
+                      | ({str(row.job_id) for row in plan.kept.itertuples(index=False)
+                          if isinstance(row.verdict, str) and exit_code_for(row.verdict, fail_on) == ExitCode.FINDINGS}
+                         if plan is not None else set()))
     critical = (sorted(counted["job_id"][counted["verdict"] == VerdictStatus.CRITICAL.value].astype(str))
                 if counted is not None else
                 sorted(row.job_id for row in fresh if row.verdict is VerdictStatus.CRITICAL))
@@ -202,6 +239,7 @@ def summarise(fresh: Sequence[FleetRow], fleet: dict[str, Any], *, plan: AuditPl
         JobStatus.FAILED.value: sorted(row.job_id for row in fresh if row.status is JobStatus.FAILED),
         JobStatus.REFUSED.value: sorted(row.job_id for row in fresh if row.status is JobStatus.REFUSED),
         VerdictStatus.CRITICAL.value: critical,
+        "findings": findings,  # job ids at or above fail_on, named by the Failed state
     }
 
 
@@ -226,13 +264,17 @@ def audit_jobs(
     logger = get_run_logger()
     audit_time = options.acting_at()
     inventory = take_inventory(settings)
+    heartbeat.beat()
     repaired = sweep_temporaries_task(settings, unwalked(inventory))
     previous = read_previous(settings, unwalked(inventory), window_start(audit_time, params.index_days))
+    # earlier nights' small history files in one each, before the history is read and its basis taken
+    compact_history_step(settings, audit_time, params.history_days)
     repaired += [*previous.commits.damaged, *previous.damaged]
     previous, pruned, retired = retention_task(settings, unwalked(previous), params.retention_days, audit_time,
                                                fold_id(datetime.now(UTC)))
     if pruned is not None and params.retention_days is not None:
         logger.info("%s", pruned.line(params.retention_days))
+    heartbeat.beat()
     plan = plan_audit(inventory, previous, options=options, retired=retired)
     repaired += list(plan.damaged)
     engine = params.engine_settings()
@@ -250,7 +292,7 @@ def audit_jobs(
     if batches:  # an unchanged audit starts no engine workers
         try:
             outcomes = run_batches(settings, batches, options, engine, earlier=by_job_name(earlier.rows, names),
-                                   progress=progress, audit=audit)
+                                   progress=progress, audit=audit, dask_address=params.dask_address)
         finally:
             close_shared_pools()
     repaired += [line for outcome in outcomes for line in outcome.repaired]
@@ -258,6 +300,7 @@ def audit_jobs(
     fresh += [failed_row(item.raw_id, status=JobStatus.REFUSED, error=item.reason) for item in inventory.refused]
     view = fleet_view(plan, fresh, audit_time=audit_time, days=params.index_days, name_of=options.job_names.name_of,
                       fail_on=options.diagnose.fail_on)
+    heartbeat.beat()
     sections = record_and_compare(settings, params, audit_time=audit_time, earlier=earlier, outcomes=outcomes,
                                   rows=view.shown, audit=audit, reuse=reuse)
     sections["repaired"] = [*repaired, *sections["history"].pop("repaired")]
@@ -298,10 +341,13 @@ def publish_audit(settings: StorageSettings, params: AuditParameters, options: A
                               options.job_names.name_of, unwalked(sections))
     clear_commits_task(settings, folded_commits(plan, done.outcomes))  # the runs files hold their rows now
     link_reports(settings, done.fresh, options)
+    audit_tables(fleet, done.fresh)
+    metrics = metrics_step(settings, params.pushgateway)  # of the fleet just published; never fails the audit
     result = summarise(done.fresh, fleet, plan=plan, fail_on=options.diagnose.fail_on, counted=view.counted)
     result["repaired"] = list(done.sections["repaired"])
     result["index"] = index
     result["notifications"] = notifications
+    result["metrics"] = metrics
     return result
 
 
@@ -313,10 +359,15 @@ def lease_message(busy: LeaseRecord | None) -> str:
             "or run `stormwatch audit --break-lease`")
 
 
-@flow(name="nightly-audit", log_prints=False)
-def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, Any]:
+@flow(name="nightly-audit", flow_run_name=audit_run_name, log_prints=False, timeout_seconds=AUDIT_FLOW_TIMEOUT_S)
+def nightly_audit(params: AuditParameters, progress: bool = False) -> State[Any]:
     """Audit every job under ``params.storage`` (a folder or ``s3://bucket/prefix``); ``progress``: a
-    progress bar on a terminal (the command line asks for it)."""
+    progress bar on a terminal (the command line asks for it). Ends Completed, Failed (a finding at or
+    above ``fail_on``) or Cancelled (the lease is held), the result dict as the state's data
+    (:mod:`stormwatch.flows.outcome`). The lease is renewed only while jobs start or finish within
+    twice the job timeout (:class:`~stormwatch.tasks.heartbeat.Heartbeat`): a hung audit loses it."""
+    attach_project_loggers()
+    heartbeat.beat()
     logger = get_run_logger()
     settings = params.storage_settings()
     options = audit_options(params)
@@ -326,12 +377,13 @@ def nightly_audit(params: AuditParameters, progress: bool = False) -> dict[str, 
         message = lease_message(holder(storage_for(settings), name=AUDIT_LEASE))
         logger.error("not auditing: %s", message)
         result = summarise([], {"summary": counts(counted_frame([], name_of=str, night=datetime.now(UTC).date()))})
-        return {**result, "exit_code": int(ExitCode.ERROR), "lease": message}
+        return audit_state({**result, "exit_code": int(ExitCode.ERROR), "lease": message},
+                           fail_on=params.fail_on.value)
     try:
-        with lease.kept_alive():
+        with lease.kept_alive(idle_s=heartbeat.idle_s, stall_s=2 * params.job_timeout_s):
             done = audit_jobs(settings, params, options, progress=progress)
             result = publish_audit(settings, params, options, notify, done, lease=lease)
     finally:
         lease.release()
     logger.info("audit done: %s", result["summary"])
-    return result
+    return audit_state(result, fail_on=params.fail_on.value)

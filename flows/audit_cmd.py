@@ -66,8 +66,21 @@ def print_audit(result: dict[str, Any]) -> None:
     for line in result.get("repaired", [])[:20]:
         print(f"  repaired: {line}")
     print_notifications(result.get("notifications", {}))
+    print_metrics(result.get("metrics") or {})
     if result.get("index"):
         print(f"  index: {result['index']}")
+
+
+def print_metrics(metrics: dict[str, Any]) -> None:
+    """reports/metrics.prom, and the push when ``--pushgateway`` (``stormwatch.tasks.metrics``'s result)."""
+    if not metrics:
+        return
+    line = f"  metrics: {metrics['file']}" if metrics.get("file") else f"  metrics: not written ({metrics['error']})"
+    gateway = metrics.get("pushgateway")
+    if gateway:
+        line += ("; pushed to the pushgateway" if gateway["pushed"] else
+                 f"; pushgateway not reached ({gateway['error']}): pushed again at the next audit")
+    print(line)
 
 
 def break_held_lease(params: AuditParameters) -> bool:
@@ -99,8 +112,9 @@ def run_audit(args: argparse.Namespace) -> int:
     engine_pool.prestart(params.engine_settings())  # the engine's imports overlap Prefect's, below
     prefect_env.announce_temporary_server()
     from stormwatch.flows.audit import nightly_audit
+    from stormwatch.flows.outcome import result_of
 
     flow = nightly_audit.with_options(task_runner=task_runner(params, args.dask_address))
-    result = flow(params, progress=True)
+    result = result_of(flow(params, progress=True, return_state=True))  # Failed/Cancelled still carry it
     print_audit(result)
     return int(result["exit_code"])

@@ -30,14 +30,14 @@ from stormwatch.history.suspects import SuspectThresholds
 from stormwatch.load.limits import LoadLimits
 from stormwatch.severity import FailOn
 from stormwatch.tasks.batches import BatchSizing
-from stormwatch.tasks.engine_pool import EngineMode, EngineSettings
+from stormwatch.tasks.engine_pool import DEFAULT_JOB_TIMEOUT_S, EngineMode, EngineSettings
 from stormwatch.tasks.notify.settings import parse_duration, plain_error
 from stormwatch.tasks.storage.protocol import StorageSettings
 
 #: The least first-cause severity that notifies (``info`` would notify on everything).
 NotifyOn = Literal["warning", "critical"]
 _OPTIONAL_TEXT = ("endpoint_url", "report_base_url", "email_to", "email_from", "slack_webhook_block", "smtp_url_block",
-                  "routes")
+                  "routes", "pushgateway", "dask_address")
 
 
 class AuditParameters(BaseModel):
@@ -68,6 +68,8 @@ class AuditParameters(BaseModel):
     max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, ge=1,
                               description="sessions of a job diagnosed at most: the default one and the most recent")
     report_base_url: str | None = Field(default=None, description="http(s) address where reports/ is served")
+    pushgateway: str | None = Field(default=None, description="Prometheus Pushgateway URL: each audit replaces "
+                                   "this storage's group with reports/metrics.prom (docs/metrics.md)")
     notify_on: NotifyOn = Field(default="critical", description="least first-cause severity that notifies")
     digest: bool = Field(default=False, description="one message per audit listing every job (nightly only)")
     email_to: str | None = Field(default=None, description="recipients, comma-separated")
@@ -86,6 +88,10 @@ class AuditParameters(BaseModel):
     workers: int | None = Field(default=None, ge=1, description="engine workers (processes or threads); default: cores")
     batch_bytes: int = Field(default=BatchSizing().max_bytes, ge=1 << 20,
                              description="bytes: most input one diagnose-batch task takes (a larger job runs alone)")
+    job_timeout_s: float = Field(default=DEFAULT_JOB_TIMEOUT_S, gt=0,
+                                 description="seconds a job may run before it is killed and recorded failed")
+    dask_address: str | None = Field(default=None, description="run the diagnose tasks on this Dask cluster "
+                                     "(tcp://host:8786); the engine then runs inline unless told otherwise")
     as_of: datetime | None = Field(default=None, description="audit as of this time (UTC; default: now): "
                                    "the audit time, the history partition and every window")
     job_name_pattern: str | None = Field(default=None, description="regex whose group 1 is the job name of a job id "
@@ -113,7 +119,15 @@ class AuditParameters(BaseModel):
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("endpoint_url", "report_base_url")
+    @model_validator(mode="before")
+    @classmethod
+    def _dask_runs_inline(cls, values: object) -> object:
+        """With a Dask address and no engine given, jobs run inline on the Dask workers (each a process)."""
+        if isinstance(values, Mapping) and values.get("dask_address") and values.get("engine") is None:
+            return {**values, "engine": EngineMode.INLINE.value}
+        return values
+
+    @field_validator("endpoint_url", "report_base_url", "pushgateway", "dask_address")
     @classmethod
     def _no_password(cls, value: str | None) -> str | None:
         if value is not None and "://" in value and urlsplit(value).password is not None:
@@ -172,7 +186,7 @@ class AuditParameters(BaseModel):
         return SuspectThresholds(nights=self.suspect_days)
 
     def engine_settings(self) -> EngineSettings:
-        return EngineSettings(mode=self.engine, workers=self.workers)
+        return EngineSettings(mode=self.engine, workers=self.workers, job_timeout_s=self.job_timeout_s)
 
     def batch_sizing(self) -> BatchSizing:
         sizing = BatchSizing()

@@ -14,10 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.states import State
 
 from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings
 from stormwatch.flows.history_step import by_job_name, read_earlier
+from stormwatch.flows.outcome import post_job_state
 from stormwatch.flows.parameters import AuditParameters
+from stormwatch.flows.run_artifacts import post_job_table
+from stormwatch.flows.run_logs import attach_project_loggers
 from stormwatch.history.schema import audit_id
 from stormwatch.outputs.fleet import JobStatus, failed_row
 from stormwatch.outputs.verdict import ExitCode
@@ -28,6 +32,7 @@ from stormwatch.tasks.storage.job_ids import InvalidJobIdError
 from stormwatch.tasks.storage.lease import acquire_waiting, default_owner, holder, job_lease
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
+from stormwatch.tasks.timeouts import POST_JOB_FLOW_TIMEOUT_S
 
 
 def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, params: AuditParameters) -> JobOutcome:
@@ -49,21 +54,26 @@ def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, 
     return failed_outcome(job_id, result if isinstance(result, BaseException) else repr(result))
 
 
-@flow(name="post-job", log_prints=False)
-def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -> dict[str, Any]:
-    """Diagnose ``jobs/<job_id>/`` under ``params.storage``; returns the job's fleet row and exit code.
+@flow(name="post-job", flow_run_name="post-job-{job_id}", log_prints=False, timeout_seconds=POST_JOB_FLOW_TIMEOUT_S)
+def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -> State[Any]:
+    """Diagnose ``jobs/<job_id>/`` under ``params.storage``; its final state carries the job's fleet row
+    and exit code (Completed, Failed at or above ``fail_on`` or when the job failed, Cancelled when its
+    lease is held: :mod:`stormwatch.flows.outcome`), and it leaves a table artifact of its job.
 
     Runs under its job's lease (never the audit lease: post-jobs of different jobs run side by side),
     waiting up to ``lease_wait_s`` seconds for it; when another post-job of the same job still holds
     it then, nothing is read or written and the exit code is 1.
     ``params.digest`` does not apply (one job, one message per channel)."""
+    attach_project_loggers()
     logger = get_run_logger()
+    fail_on = params.fail_on.value
     try:
         check_job_id(job_id)
     except InvalidJobIdError as exc:
         logger.warning("refused job id: %s", exc)
         row = failed_row(job_id, status=JobStatus.REFUSED, error=str(exc))
-        return {"job": row.as_json(), "exit_code": int(ExitCode.USAGE)}
+        post_job_table(row.as_json(), report=None)
+        return post_job_state({"job": row.as_json(), "exit_code": int(ExitCode.USAGE)}, fail_on=fail_on)
     settings = params.storage_settings()
     options = audit_options(params)
     notify = notify_settings(params, digest=False)
@@ -75,7 +85,9 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
                    f"{busy.describe() if busy else '(released just now)'}; the next audit diagnoses it")
         logger.warning("%s: %s", job_id, message)
         row = failed_row(job_id, status=JobStatus.FAILED, error=message)
-        return {"job": row.as_json(), "exit_code": int(ExitCode.ERROR), "lease": message}
+        post_job_table(row.as_json(), report=None)
+        return post_job_state({"job": row.as_json(), "exit_code": int(ExitCode.ERROR), "lease": message},
+                              fail_on=fail_on)
     try:
         with lease.kept_alive():
             outcome = diagnose_one(settings, job_id, options, params)
@@ -89,4 +101,7 @@ def post_job(job_id: str, params: AuditParameters, lease_wait_s: float = 60.0) -
         lease.release()
     exit_code = int(ExitCode.ERROR if row.status is JobStatus.FAILED else (row.exit_code or ExitCode.CLEAN))
     logger.info("%s: %s", job_id, row.summary or row.error)
-    return {"job": row.as_json(), "exit_code": exit_code, "notifications": notifications}
+    report = options.report_link(storage_for(settings), row.report) if row.report else None
+    post_job_table(row.as_json(), report=report)
+    return post_job_state({"job": row.as_json(), "exit_code": exit_code, "notifications": notifications},
+                          fail_on=fail_on)

@@ -86,10 +86,11 @@ def run_post_job(args: argparse.Namespace) -> int:
     hand_secrets_to_environment(args)
     say_lease_holder(params, job_id, wait_s=wait_s)
     prefect_env.announce_temporary_server()
+    from stormwatch.flows.outcome import result_of
     from stormwatch.flows.post_job import post_job
 
     flow = post_job.with_options(task_runner=task_runner(params, args.dask_address))
-    result = flow(job_id, params, lease_wait_s=wait_s)
+    result = result_of(flow(job_id, params, lease_wait_s=wait_s, return_state=True))
     print_post_job(result, params)
     return int(result["exit_code"])
 

@@ -25,6 +25,8 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from stormwatch.flows.run_logs import EXTRA_LOGGERS, with_project_loggers
+
 LOCAL_SERVER_DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -41,9 +43,11 @@ TEMPORARY_SERVER_NOTICE = (f"starting a temporary Prefect server (10-20 s; set {
 
 
 def configure(environ: MutableMapping[str, str] | None = None, *, verbose: bool = False) -> None:
-    """Set quiet defaults for a temporary server (only when no API server is configured)."""
+    """Set quiet defaults for a temporary server (only when no API server is configured); name the
+    project's loggers in ``PREFECT_LOGGING_EXTRA_LOGGERS`` whatever the server (the user's names kept)."""
     env = os.environ if environ is None else environ
     env.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    env[EXTRA_LOGGERS] = with_project_loggers(env.get(EXTRA_LOGGERS))
     if api_url_configured(env):
         return
     for name, value in LOCAL_SERVER_DEFAULTS.items():

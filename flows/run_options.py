@@ -14,14 +14,25 @@ from typing import TYPE_CHECKING, Any
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.severity import FailOn, Severity
 from stormwatch.tasks.batches import BatchSizing
-from stormwatch.tasks.engine_pool import EngineMode
+from stormwatch.tasks.engine_pool import DEFAULT_JOB_TIMEOUT_S, EngineMode
 
 if TYPE_CHECKING:
     from stormwatch.flows.parameters import AuditParameters
 
 STORAGE_VARIABLE = "STORMWATCH_STORAGE"
 SECRET_FLAGS = {"slack_webhook": "STORMWATCH_SLACK_WEBHOOK", "smtp_url": "STORMWATCH_SMTP_URL"}
-_OPTIONAL = ("workers", "batch_bytes", "as_of", "job_name_pattern", "history_days", "index_days", "retention_days",
+#: The options of ``audit`` that are no flow parameter, and why. Every other option is the parameter
+#: of its destination's name, so a deployment (serve, infra/prefect.yaml, post-job) can set it:
+#: tests/flows/test_deployment_options.py walks the options. A new option goes in one of the two.
+COMMAND_ONLY = {
+    "slack_webhook": "a secret: STORMWATCH_SLACK_WEBHOOK in the run's environment, or slack_webhook_block",
+    "smtp_url": "a secret: STORMWATCH_SMTP_URL in the run's environment, or smtp_url_block",
+    "verbose": "PREFECT_LOGGING_LEVEL=INFO in the run's environment",
+    "break_lease": "a one-off step before a run, not a setting of runs",
+    "debug": "the command's own traceback on an error (every command takes it)",
+}
+_OPTIONAL = ("workers", "batch_bytes", "job_timeout_s", "dask_address",
+             "as_of", "job_name_pattern", "history_days", "index_days", "retention_days",
              "baseline_runs", "regression_pct",
              "suspect_days", "max_sessions", "repeat_interval", "group_above")
 
@@ -46,6 +57,9 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
     parser.add_argument("--report-base-url", default=None, metavar="URL",
                         help="http(s) address where reports/ is served, for links in notifications")
+    parser.add_argument("--pushgateway", default=None, metavar="URL",
+                        help="Prometheus Pushgateway (http://host:9091): each audit replaces this storage's group "
+                             "with the metrics of reports/metrics.prom (docs/metrics.md)")
     history = parser.add_argument_group("history (reports/history/) and fleet comparisons")
     history.add_argument("--job-name-pattern", default=None, metavar="REGEX",
                          help="group 1 of this regex, matched against a job id, is its job name (default: the id "
@@ -97,6 +111,9 @@ def run_arguments(parser: argparse.ArgumentParser, *, batches: bool, as_of_help:
                                  "(the default with --dask-address: each Dask worker is a process)")
         parser.add_argument("--batch-bytes", type=int, default=None, metavar="N",
                             help=f"most input bytes one diagnose-batch task takes (default {BatchSizing().max_bytes})")
+        parser.add_argument("--job-timeout", dest="job_timeout_s", type=float, default=None, metavar="SECONDS",
+                            help="kill a job running longer than SECONDS and record it failed (\"timed out after "
+                                 f"N s\"); the audit goes on (default {DEFAULT_JOB_TIMEOUT_S:g})")
     parser.add_argument("--as-of", default=None, metavar="DATETIME",
                         help=as_of_help or "act as of this ISO 8601 time (UTC unless it says otherwise; default now): "
                                            "the audit time, the history partition and every window, so a past "
@@ -125,6 +142,7 @@ def audit_parameters(args: argparse.Namespace, *, storage: str) -> AuditParamete
         "max_artifact_bytes": args.max_artifact_bytes,
         "max_events": args.max_events,
         "report_base_url": args.report_base_url,
+        "pushgateway": getattr(args, "pushgateway", None),
         "notify_on": args.notify_on or os.environ.get("STORMWATCH_NOTIFY_ON") or Severity.CRITICAL.value,
         "digest": args.digest,
         "email_to": args.email_to,

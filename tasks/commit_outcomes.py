@@ -23,6 +23,7 @@ from stormwatch.tasks.plan import AuditPlan
 from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import Storage, StorageSettings
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +70,15 @@ def folded_commits(plan: AuditPlan, outcomes: Sequence[JobOutcome]) -> list[str]
     return sorted({*plan.commit_keys, *(key for key in written if key is not None)})
 
 
-@task(name="clear-commits", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="clear-commits", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def clear_commits_task(settings: StorageSettings, keys: Sequence[str]) -> list[str]:
     """Delete the commit objects ``keys``, once fleet.json is published with their rows; the keys deleted.
     A commit left by a failure here is folded again by the next audit, with the same result."""
     return clear(storage_for(settings), keys)
 
 
-@task(name="commit-jobs", cache_policy=NO_CACHE)
+@task(name="commit-jobs", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S)
 def commit_task(settings: StorageSettings, outcomes: Sequence[JobOutcome], audit: str,
                 audit_time: datetime) -> list[JobOutcome]:
     """:func:`commit_outcomes` for jobs diagnosed outside a batch (post-job); retried inside."""

@@ -31,6 +31,7 @@ from stormwatch.outputs.fleet_summary import FLEET_SCHEMA_VERSION
 from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import FLEET_JSON_KEY, Storage, StorageSettings
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 from stormwatch.version import ENGINE_VERSION
 
 #: The members a matching basis lets an audit reuse.
@@ -96,7 +97,8 @@ def published_comparisons(storage: Storage, basis: str) -> dict[str, Any] | None
     return {name: document[name] for name in REUSED_SECTIONS}
 
 
-@task(name="published-comparisons", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="published-comparisons", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def published_comparisons_task(settings: StorageSettings, since: datetime, until: datetime, *, history_days: int,
                                regression: RegressionThresholds, suspects: SuspectThresholds) -> Reusable | None:
     """The last fleet.json's comparisons when nothing they depend on changed since (see the module);
@@ -108,7 +110,8 @@ def published_comparisons_task(settings: StorageSettings, since: datetime, until
     return None if found is None else Reusable(basis, found)
 
 
-@task(name="comparison-basis", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="comparison-basis", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def comparison_basis_task(settings: StorageSettings, since: datetime, until: datetime, keys: Collection[str], *,
                           history_days: int, regression: RegressionThresholds, suspects: SuspectThresholds) -> str:
     """The basis of comparisons computed from the history files ``keys`` (those read, and those this

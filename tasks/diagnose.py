@@ -21,27 +21,32 @@ from prefect.cache_policies import NO_CACHE
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, JobWork, audit_one, failed_outcome, run_job
 from stormwatch.tasks.batches import Batch
 from stormwatch.tasks.commit_outcomes import commit_outcomes
-from stormwatch.tasks.engine_pool import EngineSettings, WorkerDied, shared_pool
+from stormwatch.tasks.engine_pool import EngineSettings, JobTimedOut, WorkerDied, shared_pool
 from stormwatch.tasks.plan import PreviousFleet, read_previous_fleet
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.inventory import Inventory
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import StorageSettings
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 
 
-@task(name="take-inventory", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="take-inventory", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def take_inventory(settings: StorageSettings) -> Inventory:
     return storage_for(settings).take_inventory()
 
 
-@task(name="read-previous-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="read-previous-fleet", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def read_previous(settings: StorageSettings, inventory: Inventory, shown_since: date | None = None) -> PreviousFleet:
     """The stored runs (``row`` read for the nights from ``shown_since``) and pending commits."""
     return read_previous_fleet(storage_for(settings), inventory, shown_since=shown_since)
 
 
 def died_outcome(work: JobWork, error: WorkerDied) -> JobOutcome:
-    return failed_outcome(work.job.job_id, error)
+    """The failed row of a job whose process died, or that ran past its timeout: then its error
+    reads ``timed out after <N> s``."""
+    return failed_outcome(work.job.job_id, str(error) if isinstance(error, JobTimedOut) else error)
 
 
 @task(name="diagnose-batch", task_run_name="diagnose-batch-{batch.label}", cache_policy=NO_CACHE)

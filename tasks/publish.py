@@ -9,20 +9,20 @@ new one. Retried with back-off (:data:`~stormwatch.tasks.retry.FLEET_IO_RETRY`):
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 
 import orjson
-import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from stormwatch.outputs.fleet import FleetRow, rank_table
+from stormwatch.history.fleet_table import fleet_rank_table
+from stormwatch.outputs.fleet import FleetRow
 from stormwatch.outputs.fleet_summary import counted_frame, summary_document
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.reports.render import render_index
 from stormwatch.tasks.fleet_view import DEFAULT_INDEX_DAYS, FleetView, window_start
+from stormwatch.tasks.history import table_bytes
 from stormwatch.tasks.retry import FLEET_IO_RETRY
 from stormwatch.tasks.runs_store import write_runs
 from stormwatch.tasks.storage.open import storage_for
@@ -33,12 +33,7 @@ from stormwatch.tasks.storage.protocol import (
     Storage,
     StorageSettings,
 )
-
-
-def parquet_bytes(table: pd.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    table.to_parquet(buffer, index=False)
-    return buffer.getvalue()
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 
 
 def fold_id(at: datetime) -> str:
@@ -74,7 +69,9 @@ def publish_view(
                                    generated_at=stamp, storage=storage_uri, window_days=view.days,
                                    since=view.since), **(sections or {})}
     storage.write_report(FLEET_JSON_KEY, orjson.dumps(document), content_type=MediaType.JSON)
-    storage.write_report(FLEET_PARQUET_KEY, parquet_bytes(rank_table(view.shown)), content_type=MediaType.PARQUET)
+    ranks = fleet_rank_table(view.shown, name_of=name_of)  # the history's schema (stormwatch.history.schema)
+    storage.write_report(FLEET_PARQUET_KEY, table_bytes(ranks, metadata=ranks.schema.metadata or {}),
+                         content_type=MediaType.PARQUET)
     shown = [row.as_json() for row in sorted(view.shown, key=lambda row: row.job_id)]
     storage.write_report(INDEX_HTML_KEY, render_index(document, jobs=shown).encode("utf-8"),
                          content_type=MediaType.HTML)
@@ -97,7 +94,8 @@ def publish_fleet(storage: Storage, rows: Sequence[FleetRow], *, generated_at: d
                         generated_at=generated_at, storage_uri=storage_uri, name_of=str, sections=sections)
 
 
-@task(name="publish-fleet", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options())
+@task(name="publish-fleet", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options())
 def publish_view_task(
     settings: StorageSettings,
     view: FleetView,

@@ -18,6 +18,7 @@ from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.inventory import Inventory
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import Storage, StorageSettings, damaged_key
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 
 
 def quarantine(storage: Storage, key: str, *, now: datetime) -> str:
@@ -32,7 +33,8 @@ def quarantine(storage: Storage, key: str, *, now: datetime) -> str:
     return f"{key}: damaged; moved to {kept}"
 
 
-@task(name="sweep-temporaries", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="sweep-temporaries", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def sweep_temporaries_task(settings: StorageSettings, inventory: Inventory) -> list[str]:
     """One line per temporary file a killed write left in the reports, removed; those in the report
     folders of the ``inventory``'s jobs are the ones its scan found."""

@@ -30,6 +30,7 @@ from stormwatch.tasks.plan import PreviousFleet
 from stormwatch.tasks.retry import FLEET_IO_RETRY, is_transient
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import FLEET_STATE_FOLDER, Storage, StorageSettings
+from stormwatch.tasks.timeouts import FLEET_IO_TASK_TIMEOUT_S
 
 RETIRED_FOLDER = f"{FLEET_STATE_FOLDER}/retired"
 RETIRED_COLUMNS = ("job_id", "input_fingerprint", "options", "night")
@@ -102,7 +103,8 @@ def prune_runs(storage: Storage, previous: PreviousFleet, *, keep_days: int, as_
         retired=len(old), reports_deleted=deleted_reports, files_deleted=tuple(gone))
 
 
-@task(name="apply-retention", cache_policy=NO_CACHE, **FLEET_IO_RETRY.task_options(retry_if=is_transient))
+@task(name="apply-retention", cache_policy=NO_CACHE, timeout_seconds=FLEET_IO_TASK_TIMEOUT_S,
+      **FLEET_IO_RETRY.task_options(retry_if=is_transient))
 def retention_task(settings: StorageSettings, previous: PreviousFleet, keep_days: int | None, as_of: datetime,
                    name: str) -> tuple[PreviousFleet, Pruned | None, pd.DataFrame]:
     """Prune (with ``keep_days``; None: nothing is pruned), then read every retired record."""

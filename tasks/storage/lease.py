@@ -20,7 +20,9 @@ their own bytes unless one stalls between check and write for a whole round trip
 Expiry uses each host's clock: keep ``ttl_s`` far above the clock skew between hosts.
 
 A lease lives :data:`DEFAULT_TTL_S` (two minutes) and its holder renews it every third of that
-while it runs, so a killed holder's lease ends within two minutes. Sooner when the holder is
+while it runs, so a killed holder's lease ends within two minutes; a holder that stops making
+progress stops renewing (:meth:`Lease.kept_alive`'s ``stall_s``: the audit's is twice its job
+timeout), so a hung one's lease ends within ``stall_s`` plus two minutes. Sooner when the holder is
 known to be gone: a lease whose ``host`` is this host and whose ``pid`` is no longer running is
 taken over at once (:func:`holder_gone`); ``stormwatch audit --break-lease`` also ends one
 that is not renewed while it watches (:mod:`stormwatch.tasks.storage.lease_break`).
@@ -205,15 +207,29 @@ class Lease:
         return deleted
 
     @contextmanager
-    def kept_alive(self, *, every_s: float | None = None) -> Iterator[Lease]:
+    def kept_alive(self, *, every_s: float | None = None, idle_s: Callable[[], float] | None = None,
+                   stall_s: float | None = None) -> Iterator[Lease]:
         """Renew from a daemon thread every ``every_s`` seconds (default ``ttl_s / 3``) inside the block.
         A failed renewal is logged and tried again next time; a lost lease stops the thread (the
-        holder's next :meth:`renew` raises)."""
+        holder's next :meth:`renew` raises). With ``idle_s`` (seconds since the holder last made
+        progress) and ``stall_s``, a holder idle longer than ``stall_s`` is not renewed, so a hung
+        holder loses its lease within ``stall_s + ttl_s`` seconds; renewals resume if it moves again
+        before the lease is taken."""
         interval = every_s if every_s is not None else self.ttl_s / 3
         stop = threading.Event()
+        stalled = False
 
         def keep() -> None:
+            nonlocal stalled
             while not stop.wait(interval):
+                idle = 0.0 if idle_s is None or stall_s is None else idle_s()
+                if stall_s is not None and idle > stall_s:
+                    if not stalled:
+                        log.error("lease %s not renewed: no progress for %.0f s (more than %g s); it expires at "
+                                  "%s", self.key, idle, stall_s, self._record.expires_at.isoformat())
+                    stalled = True
+                    continue
+                stalled = False
                 try:
                     self.renew()
                 except LeaseLostError as exc:

@@ -37,6 +37,7 @@ INDEX_HTML_KEY = "index.html"
 FLEET_JSON_KEY = "fleet.json"
 FLEET_PARQUET_KEY = "fleet.parquet"
 NOTIFICATIONS_KEY = "notifications.jsonl"
+METRICS_KEY = "metrics.prom"  # the fleet as OpenMetrics text (stormwatch.tasks.metrics)
 ALERTS_KEY = "alerts.json"  # the alert state (stormwatch.tasks.notify.step)
 ROUTES_KEY = "routes.toml"  # notification routes kept in storage (stormwatch.tasks.notify.config_store)
 SILENCES_KEY = "silences.json"  # silences (stormwatch silence add/list/expire)
@@ -45,7 +46,7 @@ FLEET_STATE_FOLDER = "_fleet"  # reports/_fleet/runs/date=D/<fold>.parquet: the 
 DAMAGED_FOLDER = "damaged"  # reports/damaged/<key>.<UTC stamp>: damaged state files, kept for people
 #: Names at the top of the report folder that are no job's: a job id equal to one is refused.
 FLEET_REPORT_KEYS = frozenset({INDEX_HTML_KEY, FLEET_JSON_KEY, FLEET_PARQUET_KEY, NOTIFICATIONS_KEY,
-                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, SILENCES_BACKUP_KEY, HISTORY_FOLDER,
+                               ALERTS_KEY, ROUTES_KEY, SILENCES_KEY, SILENCES_BACKUP_KEY, HISTORY_FOLDER, METRICS_KEY,
                                DAMAGED_FOLDER})
 LOCKS_FOLDER = ".locks"  # reports/.locks/<name>.json: leases (stormwatch.tasks.storage.lease), never a job id
 LEDGER_FOLDER = ".ledger"  # reports/.ledger/<stamp>-<token>.jsonl: ledger lines of writers without the audit lease

@@ -17,11 +17,10 @@ import pytest
 
 import stormwatch.flows.audit
 import stormwatch.flows.post_job
-from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
-from stormwatch.flows.post_job import post_job
 from stormwatch.tasks.storage.lease import LeaseRecord, acquire, acquire_waiting, job_lease
 from tests.faults.conftest import FLEET_JOBS, upload_fleet
+from tests.flows.run_flows import run_audit, run_post_job
 from tests.ledger_files import ledger_lines
 from tests.tasks.notify.servers import WebhookServer, webhook_server
 from tests.tasks.storage.backends import Backend, local_backend
@@ -40,7 +39,7 @@ def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[WebhookServer]:
 
 
 def audit(backend: Backend, **options: Any) -> dict[str, Any]:
-    return nightly_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+    return run_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
                                          **options))
 
 
@@ -133,13 +132,13 @@ def test_a_live_lease_is_respected_by_the_audit_and_post_job_waits_only_for_its_
     assert report_keys(backend) == before == {LOCK}  # nothing read into reports, nothing written
     job_lock = f"reports/.locks/{job_lease('critical-job')}.json"
     held_by(backend, "post-job critical-job on other-host pid 8", expires_at=until, key=job_lock)
-    single = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
+    single = run_post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
                       endpoint_url=backend.settings.endpoint_url), lease_wait_s=0.3)
     assert single["exit_code"] == 1 and single["job"]["status"] == "failed"
     assert single["lease"].startswith("not diagnosed after waiting 0.3 s: another post-job of this job holds its "
                                       "lease post-job critical-job on other-host pid 8")
     assert report_keys(backend) == {LOCK, job_lock}  # nothing read into reports, nothing written
-    other = post_job(job_id="clean-job", params=AuditParameters(storage=backend.settings.uri,
+    other = run_post_job(job_id="clean-job", params=AuditParameters(storage=backend.settings.uri,
                      endpoint_url=backend.settings.endpoint_url), lease_wait_s=0)
     assert other["exit_code"] == 0 and other["job"]["status"] == "diagnosed"  # the audit lease is not its
 
@@ -157,7 +156,7 @@ def test_post_job_waits_for_its_jobs_lease_then_works(local: Backend, fleet_file
 
     monkeypatch.setattr(stormwatch.flows.post_job, "acquire_waiting", functools.partial(acquire_waiting,
                                                                              sleep=sleep_until_released))
-    result = post_job(job_id="critical-job",
+    result = run_post_job(job_id="critical-job",
                       params=AuditParameters(storage=local.settings.uri, endpoint_url=local.settings.endpoint_url))
     assert waits == [2.0] and result["exit_code"] == 0 and result["job"]["status"] == "diagnosed"
     assert not [key for key in local.stored_keys() if key.startswith("reports/.locks/")]

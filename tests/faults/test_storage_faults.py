@@ -18,12 +18,12 @@ from botocore.exceptions import BotoCoreError
 
 import stormwatch.tasks.audit_job
 import stormwatch.tasks.retry
-from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
 from stormwatch.tasks.audit_job import AuditOptions, diagnose_inputs
 from stormwatch.tasks.storage.inventory import JobInputs
 from tests.faults.conftest import FLEET_JOBS, Proxied, upload_fleet
 from tests.faults.proxy import Fault, Op
+from tests.flows.run_flows import run_audit
 from tests.ledger_files import ledger_bytes
 from tests.tasks.storage.backends import Backend
 
@@ -120,7 +120,7 @@ def test_a_body_cut_short_every_time_is_an_error_never_partial_bytes(proxied: Pr
 
 def run(proxied: Proxied, **options: Any) -> dict[str, Any]:
     """An audit with its jobs on threads of this process, where the request counter sees them."""
-    return nightly_audit(AuditParameters(storage=proxied.settings.uri, endpoint_url=proxied.settings.endpoint_url,
+    return run_audit(AuditParameters(storage=proxied.settings.uri, endpoint_url=proxied.settings.endpoint_url,
                                          engine="threads", **options))
 
 

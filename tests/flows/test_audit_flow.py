@@ -10,11 +10,10 @@ import orjson
 import pandas as pd
 import pytest
 
-from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
-from stormwatch.flows.post_job import post_job
 from stormwatch.tasks.compact import compact
 from tests import builders as b
+from tests.flows.run_flows import run_audit, run_post_job
 from tests.tasks.storage.backends import Backend
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -46,7 +45,7 @@ def statuses(backend: Backend) -> dict[str, tuple[str, str | None]]:
 
 
 def run(backend: Backend, **options: object) -> dict:
-    return nightly_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
+    return run_audit(AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url,
                                          **options))
 
 
@@ -116,7 +115,7 @@ def test_post_job_commits_one_job_and_a_fold_publishes_it(backend: Backend, tmp_
     fleet_files = {key: backend.get(key) for key in ("reports/fleet.json", "reports/fleet.parquet",
                                                      "reports/index.html")}
 
-    result = post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
+    result = run_post_job(job_id="critical-job", params=AuditParameters(storage=backend.settings.uri,
                       endpoint_url=backend.settings.endpoint_url, force=True, fail_on="warning"))
     assert result["exit_code"] == 3 and result["job"]["verdict"] == "critical"
     assert {key: backend.get(key) for key in fleet_files} == fleet_files  # nothing fleet-wide rewritten
@@ -141,7 +140,7 @@ def test_post_job_commits_one_job_and_a_fold_publishes_it(backend: Backend, tmp_
     assert compact(backend.storage, storage_uri=backend.settings.uri).folded == ()  # folded once
 
     keys = backend.stored_keys()
-    refused = post_job(job_id="../escape",
+    refused = run_post_job(job_id="../escape",
                        params=AuditParameters(storage=backend.settings.uri, endpoint_url=backend.settings.endpoint_url))
     assert refused["exit_code"] == 2 and refused["job"]["status"] == "refused"
     assert backend.stored_keys() == keys  # nothing written for a refused id
@@ -157,7 +156,7 @@ def test_an_audit_makes_two_artifacts_whatever_the_number_of_jobs(tmp_path: Path
     root = tmp_path / "fleet"
     b.write_multi_rank_job(root / "jobs" / "Train_42", world_size=2, alerts=b.DEFAULT_ALERTS)
     b.write_multi_rank_job(root / "jobs" / "clean_[x](y)", world_size=1)
-    result = nightly_audit(AuditParameters(storage=str(root), report_base_url="https://reports.example.com/r"))
+    result = run_audit(AuditParameters(storage=str(root), report_base_url="https://reports.example.com/r"))
     assert result["index"] == "https://reports.example.com/r/index.html"
     with get_client(sync_client=True) as client:
         found = [client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),

@@ -20,9 +20,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_audit_runs_on_a_dask_cluster_of_two_worker_processes(backend: Backend, tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["flag", "parameter"])
+def test_audit_runs_on_a_dask_cluster_of_two_worker_processes(backend: Backend, tmp_path: Path, via: str) -> None:
     """Batches of one job each (``batch_bytes`` at its 1 MiB floor, jobs over it) spread over a
-    LocalCluster of two worker processes; local folder and S3 (moto server) alike."""
+    LocalCluster of two worker processes; local folder and S3 (moto server) alike. ``flag``: the
+    flow given a Dask task runner, as ``--dask-address`` does; ``parameter``: the flow as a
+    deployment runs it (its own thread runner), told ``dask_address`` in its parameters."""
     distributed = pytest.importorskip("distributed")
     jobs = {"job-a": b.DEFAULT_ALERTS, "job-b": (), "job-c": (), "job-d": b.DEFAULT_ALERTS}
     for job, alerts in jobs.items():
@@ -32,7 +35,10 @@ def test_audit_runs_on_a_dask_cluster_of_two_worker_processes(backend: Backend, 
                              engine="inline", workers=2, batch_bytes=1 << 20)
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     with cluster, distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
-        result = nightly_audit.with_options(task_runner=task_runner(params, cluster.scheduler_address))(params)
+        if via == "flag":
+            result = nightly_audit.with_options(task_runner=task_runner(params, cluster.scheduler_address))(params)
+        else:
+            result = nightly_audit(params.model_copy(update={"dask_address": cluster.scheduler_address}))
         worker_pids = set(client.run(os.getpid).values())
     assert result["summary"]["diagnosed"] == 4 and result["critical"] == ["job-a", "job-d"]
     assert os.getpid() not in worker_pids and len(worker_pids) == 2

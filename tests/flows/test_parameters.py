@@ -76,11 +76,14 @@ def test_the_cli_builds_the_parameters_once_and_hands_secrets_to_the_environment
         def with_options(self, **options: Any) -> FakeFlow:
             return self
 
-        def __call__(self, params: AuditParameters, progress: bool = False) -> dict[str, Any]:
+        def __call__(self, params: AuditParameters, progress: bool = False, return_state: bool = False) -> Any:
+            from prefect.states import Completed
+
             calls.append((params, progress))
-            return {"summary": dict.fromkeys(("jobs", "diagnosed", "skipped", "failed", "refused", "critical",
-                                              "warning", "info", "clean", "empty"), 0),
-                    "exit_code": 0, "critical": [], "failed": [], "refused": []}
+            result = {"summary": dict.fromkeys(("jobs", "diagnosed", "skipped", "failed", "refused", "critical",
+                                                "warning", "info", "clean", "empty"), 0),
+                      "exit_code": 0, "critical": [], "failed": [], "refused": []}
+            return Completed(data=result) if return_state else result
 
     monkeypatch.setattr(stormwatch.flows.audit, "nightly_audit", FakeFlow())
     monkeypatch.setenv("STORMWATCH_NOTIFY_ON", "warning")

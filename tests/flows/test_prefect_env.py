@@ -50,3 +50,17 @@ def test_the_temporary_server_notice_is_one_line_only_without_a_server(
     assert announce_temporary_server({"PREFECT_HOME": str(tmp_path)}) is True
     assert capsys.readouterr().err == TEMPORARY_SERVER_NOTICE + "\n"
     assert "PREFECT_API_URL" in TEMPORARY_SERVER_NOTICE and "prefect server start" in TEMPORARY_SERVER_NOTICE
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, "stormwatch"),
+    ("", "stormwatch"),
+    ("dask,botocore", "dask,botocore,stormwatch"),
+    ("stormwatch", "stormwatch"),
+])
+def test_the_project_loggers_are_named_for_prefect_before_it_starts(given: str | None, expected: str) -> None:
+    from stormwatch.flows.prefect_env import configure
+
+    env = {} if given is None else {"PREFECT_LOGGING_EXTRA_LOGGERS": given}
+    configure(env)
+    assert env["PREFECT_LOGGING_EXTRA_LOGGERS"] == expected

@@ -12,10 +12,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from stormwatch.flows.audit import nightly_audit
 from stormwatch.flows.parameters import AuditParameters
-from stormwatch.flows.post_job import post_job
 from tests import builders as b
+from tests.flows.run_flows import run_audit, run_post_job
 from tests.tasks.storage.backends import Backend
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -40,7 +39,7 @@ def test_the_audit_and_post_job_judge_a_job_by_its_worst_session(backend: Backen
     for job in ("train-7b", "clean-job"):
         backend.upload(tmp_path / job, f"jobs/{job}")
 
-    result = nightly_audit(params(backend, fail_on="critical"))
+    result = run_audit(params(backend, fail_on="critical"))
     assert result["exit_code"] == 3 and result["critical"] == ["train-7b"]
     rows = fleet_rows(backend)
     job = orjson.loads(backend.get("reports/train-7b/model.json") or b"")
@@ -62,15 +61,15 @@ def test_the_audit_and_post_job_judge_a_job_by_its_worst_session(backend: Backen
     assert len(mine) == 8 and set(mine["session_id"]) == {first["session_id"], second["session_id"]}
     assert set(mine["verdict"]) == {"critical"}
 
-    again = nightly_audit(params(backend))  # unchanged: skipped, every session's ranks carried over
+    again = run_audit(params(backend))  # unchanged: skipped, every session's ranks carried over
     assert again["summary"]["skipped"] == 2 and len(rank_rows(backend)) == len(table)
     assert fleet_rows(backend)["train-7b"]["worst_session"] == first["session_id"]
 
-    done = post_job("train-7b", params(backend, force=True, fail_on="critical"))
+    done = run_post_job("train-7b", params(backend, force=True, fail_on="critical"))
     assert done["exit_code"] == 3 and done["job"]["worst_session"] == first["session_id"]
     assert len(rank_rows(backend)) == len(table)
 
-    capped = post_job("train-7b", params(backend, force=True, fail_on="critical", max_sessions=1))
+    capped = run_post_job("train-7b", params(backend, force=True, fail_on="critical", max_sessions=1))
     assert capped["exit_code"] == 0 and capped["job"]["verdict"] == "clean"  # only the restart diagnosed
     assert "1 of 2 sessions not diagnosed" in " ".join(
         orjson.loads(backend.get("reports/train-7b/model.json") or b"")["warnings"])
