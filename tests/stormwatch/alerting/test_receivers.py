@@ -161,3 +161,22 @@ def test_signature_is_hmac_sha256_of_the_exact_body() -> None:
     body = b'{"version":1}'
     assert signature(body, b"key") == "sha256=" + hmac.new(b"key", body, hashlib.sha256).hexdigest()
     assert signature(body + b" ", b"key") != signature(body, b"key")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("llama-8r: Most severe alert:critical on rank 0", "llama-8r: Most severe alert:critical on rank 0"),
+        ("job **x** [a](http://e) a_b", "job \\*\\*x\\*\\* \\[a\\]\\(http://e\\) a\\_b"),
+        ("`code` ~strike~ back\\slash", "\\`code\\` \\~strike\\~ back\\\\slash"),
+        ("- a list", "\\- a list"),
+        ("# heading", "\\# heading"),
+        ("1. numbered", "1\\. numbered"),
+        ("12) numbered", "12\\) numbered"),
+        ("2026 is a year", "2026 is a year"),
+    ],
+)
+def test_teams_text_shows_markdown_as_written(text: str, shown: str) -> None:
+    from stormwatch.alerting.payloads.teams import plain
+
+    assert plain(text) == shown
