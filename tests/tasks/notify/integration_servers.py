@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import shutil
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,8 +22,8 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 
+from tests.prometheus_parts import require, started
 from tests.serving import serving
 from tests.tasks.notify.servers import free_port
 
@@ -59,41 +56,17 @@ class Alertmanager:
 @contextmanager
 def alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
     binary = shutil.which(ALERTMANAGER)
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{ALERTMANAGER} is not installed (CI installs prometheus-alertmanager)")
-        pytest.skip(f"{ALERTMANAGER} is not installed (apt-get install prometheus-alertmanager)")
+    require(binary is not None, ALERTMANAGER, "apt-get install prometheus-alertmanager")
+    assert binary is not None
     config = tmp_path / "am.yml"
     config.write_text(AM_CONFIG)
     storage = tmp_path / "am-data"
     storage.mkdir()
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.path={storage}", f"--web.listen-address=127.0.0.1:{port}",
-         "--cluster.listen-address=", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-                pytest.fail(f"alertmanager did not start: {error[-2000:]}")
-            time.sleep(0.1)
+    url = f"http://127.0.0.1:{free_port()}"
+    command = [binary, f"--config.file={config}", f"--storage.path={storage}",
+               f"--web.listen-address={url.removeprefix('http://')}", "--cluster.listen-address=", "--log.level=warn"]
+    with started(command, f"{url}/-/ready", tmp_path / "alertmanager.log"):
         yield Alertmanager(url)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @dataclass
