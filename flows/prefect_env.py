@@ -38,6 +38,7 @@ LOCAL_SERVER_DEFAULTS = {
 API_URL = "PREFECT_API_URL"
 LOCAL_API_URL = "http://127.0.0.1:4200/api"
 START_A_SERVER = f"prefect server start, then export {API_URL}={LOCAL_API_URL}"
+MISSING_FLOW = "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW"
 TEMPORARY_SERVER_NOTICE = (f"starting a temporary Prefect server (10-20 s; set {API_URL} to a running server to "
                            "skip this: prefect server start)")
 
@@ -48,6 +49,9 @@ def configure(environ: MutableMapping[str, str] | None = None, *, verbose: bool 
     env = os.environ if environ is None else environ
     env.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     env[EXTRA_LOGGERS] = with_project_loggers(env.get(EXTRA_LOGGERS))
+    # the project's loggers also speak outside flow runs (diagnose, preflight): there the API handler
+    # has no run to send to, and Prefect's default would add a UserWarning to each record on stderr
+    env.setdefault(MISSING_FLOW, "ignore")
     if api_url_configured(env):
         return
     for name, value in LOCAL_SERVER_DEFAULTS.items():

@@ -64,3 +64,14 @@ def test_the_project_loggers_are_named_for_prefect_before_it_starts(given: str |
     env = {} if given is None else {"PREFECT_LOGGING_EXTRA_LOGGERS": given}
     configure(env)
     assert env["PREFECT_LOGGING_EXTRA_LOGGERS"] == expected
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "ignore"), ("warn", "warn"), ("error", "error")])
+def test_project_logs_outside_a_flow_run_bring_no_warning_unless_asked(given: str | None, expected: str) -> None:
+    """``stormwatch diagnose`` logs outside any flow run: Prefect's API handler would add a UserWarning
+    to each record; the user's own choice is kept."""
+    from stormwatch.flows.prefect_env import configure
+
+    env = {} if given is None else {"PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": given}
+    configure(env)
+    assert env["PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW"] == expected
