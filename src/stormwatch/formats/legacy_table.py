@@ -49,10 +49,6 @@ _ABSENT: Any = object()
 _TWO_63 = 2.0**63
 
 
-class _Slow(Exception):
-    """A value the rules would question: its record takes the record-by-record path."""
-
-
 def _is_int(value: object) -> bool:
     return type(value) is int and INT64_MIN <= value <= INT64_MAX
 
