@@ -80,6 +80,8 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     if gateway:
         line += ("; pushed to the pushgateway" if gateway["pushed"] else
                  f"; pushgateway not reached ({gateway['error']}): pushed again at the next audit")
+        if gateway.get("recorded"):
+            line += f" (recorded {gateway['recorded']} in notifications.jsonl)"
     print(line)
 
 

@@ -1,7 +1,9 @@
 """``post-job``: diagnose one job right after it ends, commit it, notify, return its exit code.
 
 The same steps as the nightly audit for a single job id: a refused id is
-reported and nothing is read or written; otherwise the job is diagnosed, every
+reported and nothing is read or written; otherwise the job is diagnosed (in a process of its own,
+killed after ``--job-timeout`` seconds and then recorded failed, "timed out after N s":
+:mod:`stormwatch.tasks.job_alone`), every
 session of it (unless unchanged and not forced), and compared with the earlier runs of its job name,
 model.json is stored, the job is committed with its history rows (one commit object), and its
 notifications are decided. Nothing fleet-wide is rewritten, so a post-job costs one job whatever
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+import pandas as pd
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
 from stormwatch.flows.audit import audit_options, notify_outcomes, notify_settings
@@ -27,7 +31,8 @@ from stormwatch.outputs.fleet import JobStatus, failed_row
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.commit_outcomes import commit_task
-from stormwatch.tasks.diagnose import diagnose_job
+from stormwatch.tasks.job_alone import audit_one_alone
+from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, is_transient
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
 from stormwatch.tasks.storage.lease import acquire_waiting, default_owner, holder, job_lease
 from stormwatch.tasks.storage.open import storage_for
@@ -35,14 +40,23 @@ from stormwatch.tasks.storage.protocol import StorageSettings, check_job_id
 from stormwatch.tasks.timeouts import POST_JOB_FLOW_TIMEOUT_S
 
 
+@task(name="diagnose-job", task_run_name="diagnose-{job_id}", cache_policy=NO_CACHE,
+      **DIAGNOSE_JOB_RETRY.task_options(retry_if=is_transient))
+def diagnose_job_alone(settings: StorageSettings, job_id: str, options: AuditOptions, earlier: pd.DataFrame | None,
+                       timeout_s: float | None) -> JobOutcome:
+    """One job, skipped when its model.json says it is unchanged; in a process of its own, killed after
+    ``timeout_s`` seconds (a failed row, "timed out after N s": never retried); retried when transient."""
+    return audit_one_alone(settings, job_id, options=options, earlier=earlier, timeout_s=timeout_s)
+
+
 def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, params: AuditParameters) -> JobOutcome:
     """The job's outcome, compared with the earlier runs of its job name (read from the history),
     committed with its history rows (:mod:`stormwatch.tasks.commits`); a task run that failed past its
-    retries gives a failed row with its error."""
+    retries gives a failed row with its error, a job running past ``params.job_timeout_s`` one saying so."""
     audit_time = options.acting_at()
     name = options.job_names.name_of(job_id)
     earlier = by_job_name(read_earlier(settings, params, audit_time=audit_time, names={name}).rows, {name}).get(name)
-    future = diagnose_job.submit(settings, job_id, options, earlier)
+    future = diagnose_job_alone.submit(settings, job_id, options, earlier, params.job_timeout_s)
     try:
         result: Any = future.result(raise_on_failure=False)
     except Exception as exc:  # a crashed run raises even without raise_on_failure

@@ -5,11 +5,13 @@ epilog, a Kubernetes hook): the same flow as the ``post-job/on-demand`` deployme
 (:func:`stormwatch.flows.post_job.post_job`), run in this process. Before Prefect is imported, the
 flags, the storage (:mod:`stormwatch.flows.preflight`), the job id and ``jobs/JOB_ID/`` are checked
 (exit 2 naming the folder and a few job ids that exist). The exit code is the flow's: the
-verdict's (3 at or above ``--fail-on``, 0 below), 1 when the job failed or another post-job of the
-same job held its lease for ``--lease-wait`` seconds (nothing is then read or written: the next audit
-diagnoses it). Post-jobs of different jobs never wait for each other, nor for the nightly audit.
-The engine flags (``--workers``, ``--engine``, ``--batch-bytes``) are not offered: one job is one
-task, diagnosed in it, without an engine pool.
+verdict's (3 at or above ``--fail-on``, 0 below), 1 when the job failed (a job running longer than
+``--job-timeout`` seconds, default 900 as the audit's, is killed and recorded failed: "timed out
+after N s") or another post-job of the same job held its lease for ``--lease-wait`` seconds (nothing
+is then read or written: the next audit diagnoses it). Post-jobs of different jobs never wait for
+each other, nor for the nightly audit. The engine flags (``--workers``, ``--engine``,
+``--batch-bytes``) are not offered: one job is one task, diagnosed in a process of its own, without
+an engine pool.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_arguments(parser: argparse.ArgumentParser, *, batches: bool, as_of_help: str | None = None) -> None:
     """How jobs are diagnosed: ``batches`` adds the engine flags (``--workers``, ``--engine``,
-    ``--batch-bytes``), which a single job (post-job, one task, no engine pool) has no use for."""
+    ``--batch-bytes``), which a single job (post-job, one task, no engine pool) has no use for;
+    ``--job-timeout`` applies to both."""
     parser.add_argument("--force", action="store_true", help="re-diagnose jobs whose inputs did not change")
     if batches:
         parser.add_argument("--workers", type=int, default=None, metavar="N",
@@ -111,9 +112,9 @@ def run_arguments(parser: argparse.ArgumentParser, *, batches: bool, as_of_help:
                                  "(the default with --dask-address: each Dask worker is a process)")
         parser.add_argument("--batch-bytes", type=int, default=None, metavar="N",
                             help=f"most input bytes one diagnose-batch task takes (default {BatchSizing().max_bytes})")
-        parser.add_argument("--job-timeout", dest="job_timeout_s", type=float, default=None, metavar="SECONDS",
-                            help="kill a job running longer than SECONDS and record it failed (\"timed out after "
-                                 f"N s\"); the audit goes on (default {DEFAULT_JOB_TIMEOUT_S:g})")
+    parser.add_argument("--job-timeout", dest="job_timeout_s", type=float, default=None, metavar="SECONDS",
+                        help="kill a job running longer than SECONDS and record it failed (\"timed out after "
+                             f"N s\"); an audit goes on with the other jobs (default {DEFAULT_JOB_TIMEOUT_S:g})")
     parser.add_argument("--as-of", default=None, metavar="DATETIME",
                         help=as_of_help or "act as of this ISO 8601 time (UTC unless it says otherwise; default now): "
                                            "the audit time, the history partition and every window, so a past "

@@ -12,9 +12,13 @@ which a path segment cannot: the Pushgateway's ``@base64`` form carries it). A P
 group: a job name that left the bounded set disappears at the next audit.
 
 Never fails the audit: a Pushgateway that cannot be reached (after :data:`PUSH_RETRY`'s attempts,
-:data:`PUSH_TIMEOUT_S` seconds each) is a warning line and ``pushgateway.error`` in the result; the
-next audit pushes the whole group again. The URL holds no password (the parameters refuse one), so
-it may be logged.
+:data:`PUSH_TIMEOUT_S` seconds each) is a warning line, ``pushgateway.error`` in the result and a
+``"type": "push"`` line in the notify ledger naming the gateway's ``host:port``
+(:mod:`stormwatch.alerting.push_notes`); the next audit pushes its whole group again, and the first
+push that goes through after a failure is recorded too (a healthy gateway adds no line). The ledger
+line is a segment of its own, as a post-job's lines are (:mod:`stormwatch.tasks.notify.ledger_store`):
+no lease is needed, and the next audit's notify step folds it in. The URL holds no password (the
+parameters refuse one), so it may be logged.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import base64
 import io
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -31,8 +36,11 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from stormwatch.alerting.ledger import read_ledger
+from stormwatch.alerting.push_notes import PushNote, gateway_name, push_line
 from stormwatch.outputs.fleet_metrics import DEFAULT_LIMITS, MetricsLimits, fleet_metrics_text
 from stormwatch.outputs.media_types import MediaType
+from stormwatch.tasks.notify.ledger_store import read_ledger_bytes, write_ledger
 from stormwatch.tasks.retry import FLEET_IO_RETRY, RetriableError, RetryPolicy
 from stormwatch.tasks.storage.open import storage_for
 from stormwatch.tasks.storage.protocol import FLEET_JSON_KEY, FLEET_PARQUET_KEY, METRICS_KEY, Storage, StorageSettings
@@ -94,6 +102,18 @@ def push_metrics(pushgateway: str, body: bytes, *, instance: str, timeout_s: flo
     return PushResult(url=url, attempts=done.attempts, error=None if done.error is None else str(done.error))
 
 
+def record_push(storage: Storage, pushed: PushResult, *, gateway: str, now: datetime) -> PushNote | None:
+    """The push in the ledger (:func:`~stormwatch.alerting.push_notes.push_line`: a failure, or a success
+    after one) as a segment of its own; the line written, or None when there was nothing to record."""
+    found = read_ledger_bytes(storage)
+    previous = read_ledger(found.data).pushes.get(gateway)
+    note = push_line(previous, gateway=gateway, attempts=pushed.attempts, error=pushed.error,
+                     decided_at=now.astimezone(UTC).isoformat())
+    if note is not None:
+        write_ledger(storage, (found.data or b"") + note.to_line(), read=found, whole=False, now=now)
+    return note
+
+
 def read_fleet(storage: Storage) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """fleet.json (empty when there is none) and fleet.parquet's rank rows (None when there are none)."""
     document = storage.read_report(FLEET_JSON_KEY)
@@ -107,8 +127,10 @@ def publish_metrics(storage: Storage, *, storage_uri: str, pushgateway: str | No
                     timeout_s: float = PUSH_TIMEOUT_S) -> dict[str, Any]:
     """Write reports/metrics.prom from the published fleet, then push it when ``pushgateway`` is given.
 
-    Returns ``{"file": uri, "bytes": n, "pushgateway": PushResult.as_json() | None}``. Storage errors
-    (after :data:`FLEET_IO_RETRY`) raise; a failed push does not (it is logged and returned)."""
+    Returns ``{"file": uri, "bytes": n, "pushgateway": PushResult.as_json() | None}``, the push's with
+    ``recorded``: the status of the ledger line written for it (``failed``, ``pushed`` after a failure;
+    None: no line). Storage errors writing the file (after :data:`FLEET_IO_RETRY`) raise; a failed push
+    does not (it is logged, recorded and returned)."""
     document, ranks = read_fleet(storage)
     body = fleet_metrics_text(document, ranks, limits=limits).encode("utf-8")
     written = FLEET_IO_RETRY.run(lambda: storage.write_report(METRICS_KEY, body,
@@ -122,8 +144,19 @@ def publish_metrics(storage: Storage, *, storage_uri: str, pushgateway: str | No
         if not pushed.pushed:
             log.warning("pushgateway %s not reached after %d attempts (%s); pushed again at the next audit",
                         pushed.url, pushed.attempts, pushed.error)
-        result["pushgateway"] = pushed.as_json()
+        result["pushgateway"] = {**pushed.as_json(), "recorded": _recorded(storage, pushed, pushgateway)}
     return result
+
+
+def _recorded(storage: Storage, pushed: PushResult, gateway: str) -> str | None:
+    """The status the ledger line recorded (None: no line); a storage error here is logged, never raised."""
+    try:
+        note = record_push(storage, pushed, gateway=gateway_name(gateway), now=datetime.now(UTC))
+    except Exception as exc:  # the ledger is a record of the push, never a reason to fail the metrics step
+        log.warning("pushgateway %s: the push could not be recorded in the ledger: %s: %s", gateway_name(gateway),
+                    type(exc).__name__, exc)
+        return None
+    return None if note is None else note.status.value
 
 
 # No Prefect timeout_seconds: in a worker thread it cannot interrupt a blocking call (Prefect warns so on

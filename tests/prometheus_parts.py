@@ -104,10 +104,10 @@ class Prometheus:
 
 
 @contextmanager
-def pushgateway(folder: Path) -> Iterator[str]:
-    """Debian's Pushgateway on a free port of 127.0.0.1; yields its base URL."""
+def pushgateway(folder: Path, *, port: int | None = None) -> Iterator[str]:
+    """Debian's Pushgateway on ``port`` (default: a free one) of 127.0.0.1; yields its base URL."""
     require(PUSHGATEWAY.exists(), str(PUSHGATEWAY), "apt-get install prometheus-pushgateway")
-    port = free_port()
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     # Debian's build persists to /var/lib/prometheus/pushgateway.data unless told not to: keep groups in memory
     with started([str(PUSHGATEWAY), f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],

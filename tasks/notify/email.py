@@ -1,7 +1,10 @@
 """Email: a multipart/alternative message (text and HTML, the same facts) sent with smtplib.
 
-Telemetry strings are made one-line (:func:`~stormwatch.alerting.plain_text.one_line`) everywhere
-and HTML-escaped in the HTML part. Headers are built with ``email.policy.SMTP``,
+The parts are the receiver's ``email_text_template`` and ``email_html_template`` (defaults
+``templates/email.txt.j2`` and ``templates/email.html.j2``, :mod:`.templating`), given each entry as
+:class:`EmailEntry`. Telemetry strings are made one-line
+(:func:`~stormwatch.alerting.plain_text.one_line`) everywhere and HTML-escaped in the HTML part's
+entries (an ``.html`` template is autoescaped too). Headers are built with ``email.policy.SMTP``,
 which refuses CR/LF in a header value; subjects are one-line already, so a job id
 cannot add a header. ``From`` is always set; the envelope recipients are exactly
 the configured ``email_to``.
@@ -9,21 +12,37 @@ the configured ``email_to``.
 
 from __future__ import annotations
 
+import functools
 import smtplib
 import ssl
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 from html import escape
 
+import jinja2
+from markupsafe import Markup
+
 from stormwatch.alerting.findings import JobFinding
-from stormwatch.alerting.messages import Entry, EntryState, Message, day, headline, new_jobs, resolved_text, title
+from stormwatch.alerting.messages import (
+    Entry,
+    EntryState,
+    Escape,
+    Message,
+    day,
+    headline,
+    new_jobs,
+    resolved_text,
+    title,
+)
 from stormwatch.alerting.plain_text import one_line
 from stormwatch.alerting.targets import SmtpTarget
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError
+from stormwatch.tasks.notify.templating import DEFAULT_EMAIL_HTML, DEFAULT_EMAIL_TEXT, load_template, render_template
 
 MAX_SUBJECT_CHARS = 200
 
@@ -33,7 +52,7 @@ def _plain(text: object, limit: int = 300) -> str:
 
 
 def _h(text: object, limit: int = 300) -> str:
-    return escape(one_line(text, limit), quote=True)
+    return Markup(escape(one_line(text, limit), quote=True))  # html.escape's entities, as before templates
 
 
 def email_subject(message: Message) -> str:
@@ -53,77 +72,109 @@ def email_subject(message: Message) -> str:
     return one_line(subject, MAX_SUBJECT_CHARS)
 
 
-def _facts_text(entry: Entry) -> list[str]:
-    job = entry.job
-    if entry.state is EntryState.RESOLVED:
-        out = [f"Resolved: {resolved_text(entry, _plain)}"]
-        return out + ([f"Last report: {one_line(job.report_url, 2000)}"] if job.report_url else [])
-    out = [f"Still firing since {day(entry.since)}"] if entry.state is EntryState.STILL_FIRING else []
-    out.append(f"Job: {one_line(job.job_id, 200)}")
-    out.append(f"Verdict: {one_line(job.verdict, 20)} - {one_line(job.summary, 300)}")
-    if job.attempt is not None:
-        out.append(f"From: {one_line(job.attempt.description, 300)}")
-    if job.missing_text:
-        out.append(f"Missing ranks: {job.missing_text} of {job.expected_ranks}")
-    if job.report_url:
-        out.append(f"Report: {one_line(job.report_url, 2000)}")
-    for item in (*job.indicators, *entry.extra):
-        phase = f", phase {one_line(item.phase_path, 200)}" if item.phase_path else ""
-        signal = one_line(item.signal, 120)
-        out.append(f"{item.label}: {item.where}, {signal} ({item.severity.value}){phase}, {item.when}")
-        if item.details:
-            out.append(f"    {one_line(item.details, 500)}")
-    out.extend(f"Inhibited: {one_line(line, 300)}" for line in entry.inhibited)
-    return out
+@dataclass(frozen=True, kw_only=True)
+class EmailFact:
+    """One indicator or other fact of an entry: ``label`` (``Most severe``), ``where`` (``rank 3``),
+    ``signal``, ``severity``, ``phase`` (None: none), ``when``, ``details`` (empty: none)."""
+
+    label: str
+    where: str
+    signal: str
+    severity: str
+    phase: str | None
+    when: str
+    details: str
 
 
-def email_text(message: Message) -> str:
-    """The text/plain part: one block per entry."""
-    out = [f"{title(message)}.", ""]
-    for entry in message.entries:
-        out += [*_facts_text(entry), ""]
-    return "\n".join(out)
+@dataclass(frozen=True, kw_only=True)
+class EmailEntry:
+    """One entry as an email template sees it, each telemetry string one line and cut (and, for the HTML
+    part, HTML-escaped already, as markup): ``state`` (an :class:`EntryState` value: ``new``, ``still
+    firing``, ``resolved``), ``since`` (its day), ``resolved`` (a resolution in words), ``job_id``,
+    ``verdict``, ``summary``, ``attempt`` (which attempt, or None), ``missing_ranks`` (``2-3``, or
+    empty) of ``expected_ranks``, ``report_url`` (or None; ``report_is_web``: an http(s)/file URL),
+    ``facts`` (:class:`EmailFact`) and ``inhibited`` (the alerts folded into this one)."""
+
+    state: str
+    since: str
+    resolved: str
+    job_id: str
+    verdict: str
+    summary: str
+    attempt: str | None
+    missing_ranks: str
+    expected_ranks: int | None
+    report_url: str | None
+    report_is_web: bool
+    facts: tuple[EmailFact, ...]
+    inhibited: tuple[str, ...]
+
+    @classmethod
+    def of(cls, entry: Entry, *, html: bool) -> EmailEntry:
+        """``entry``'s view for the text part, or (``html``) for the HTML part: strings escaped, as markup."""
+        esc: Escape = _h if html else _plain
+        job = entry.job
+        facts = tuple(EmailFact(label=esc(item.label, 100), where=esc(item.where, 100), signal=esc(item.signal, 120),
+                                severity=item.severity.value,
+                                phase=esc(item.phase_path, 200) if item.phase_path else None,
+                                when=esc(item.when, 100), details=esc(item.details, 500) if item.details else "")
+                      for item in (*job.indicators, *entry.extra))
+        url = job.report_url
+        return cls(state=entry.state.value, since=day(entry.since),
+                   resolved=_resolved(entry, html=html),
+                   job_id=esc(job.job_id, 200), verdict=esc(job.verdict, 20), summary=esc(job.summary, 300),
+                   attempt=None if job.attempt is None else esc(job.attempt.description, 300),
+                   missing_ranks=job.missing_text or "", expected_ranks=job.expected_ranks,
+                   report_url=esc(url, 2000) if url else None,
+                   report_is_web=url is not None and url.lower().startswith(("https://", "http://", "file://")),
+                   facts=facts, inhibited=tuple(esc(line, 300) for line in entry.inhibited))
 
 
-def _facts_html(entry: Entry) -> str:
-    job = entry.job
-    rows: list[tuple[str, str]] = []
-    if entry.state is EntryState.RESOLVED:
-        rows.append(("Resolved", resolved_text(entry, _h)))
-    else:
-        if entry.state is EntryState.STILL_FIRING:
-            rows.append(("Still firing", f"since {day(entry.since)}"))
-        rows.append(("Verdict", f"{_h(job.verdict, 20)} &ndash; {_h(job.summary)}"))
-        if job.attempt is not None:
-            rows.append(("From", _h(job.attempt.description)))
-        if job.missing_text:
-            rows.append(("Missing ranks", f"{job.missing_text} of {job.expected_ranks}"))
-    if job.report_url:
-        url = _h(job.report_url, 2000)
-        is_web = job.report_url.lower().startswith(("https://", "http://", "file://"))
-        rows.append(("Report", f'<a href="{url}">open report</a>' if is_web else url))
+def _resolved(entry: Entry, *, html: bool) -> str:
     if entry.state is not EntryState.RESOLVED:
-        for item in (*job.indicators, *entry.extra):
-            phase = f", phase <code>{_h(item.phase_path, 200)}</code>" if item.phase_path else ""
-            fact = f"{item.where}, <code>{_h(item.signal, 120)}</code> ({item.severity.value}){phase}, {item.when}"
-            if item.details:
-                fact += f"<br><small>{_h(item.details, 500)}</small>"
-            rows.append((item.label, fact))
-        rows.extend(("Inhibited", _h(line)) for line in entry.inhibited)
-    cells = "".join(f'<tr><th align="left">{label}</th><td>{value}</td></tr>' for label, value in rows)
-    return f"<h3>Job <code>{_h(job.job_id, 200)}</code></h3><table>{cells}</table>"
+        return ""
+    return Markup(resolved_text(entry, _h)) if html else resolved_text(entry, _plain)  # its parts escaped already
 
 
-def email_html(message: Message) -> str:
-    """The text/html part: the facts of :func:`email_text`, every telemetry string escaped."""
-    parts = ['<!DOCTYPE html><html><body style="font-family: sans-serif">', f"<p>{escape(title(message))}.</p>"]
-    parts += [_facts_html(entry) for entry in message.entries]
-    parts.append("</body></html>")
-    return "\n".join(parts)
+@dataclass(frozen=True)
+class EmailTemplates:
+    """A receiver's two email templates: the text/plain part and the text/html part (autoescaped)."""
+
+    text: jinja2.Template
+    html: jinja2.Template
+
+    @classmethod
+    def load(cls, *, text: str | None = None, html: str | None = None) -> EmailTemplates:
+        """The templates at ``text`` and ``html`` (None: the default); ValueError naming a path that fails."""
+        defaults = _defaults()
+        return cls(text=defaults.text if text is None else load_template(text),
+                   html=defaults.html if html is None else load_template(html))
 
 
-def build_alert_message(message: Message, *, sender: str, recipients: Sequence[str], now: datetime) -> EmailMessage:
-    """The email of one message; raises ValueError if a header value is unsafe."""
+@functools.cache
+def _defaults() -> EmailTemplates:
+    return EmailTemplates(text=load_template(DEFAULT_EMAIL_TEXT), html=load_template(DEFAULT_EMAIL_HTML))
+
+
+def email_text(message: Message, templates: EmailTemplates | None = None) -> str:
+    """The text/plain part: ``templates.text`` with ``title``, ``receiver``, ``entries`` (:class:`EmailEntry`)."""
+    entries = [EmailEntry.of(entry, html=False) for entry in message.entries]
+    return render_template((templates or _defaults()).text, title=title(message), receiver=message.receiver,
+                           entries=entries)
+
+
+def email_html(message: Message, templates: EmailTemplates | None = None) -> str:
+    """The text/html part: the facts of :func:`email_text`, every telemetry string escaped (by
+    :class:`EmailEntry`, and by autoescaping whatever else a template writes)."""
+    entries = [EmailEntry.of(entry, html=True) for entry in message.entries]
+    return render_template((templates or _defaults()).html, title=title(message), receiver=message.receiver,
+                           entries=entries)
+
+
+def build_alert_message(message: Message, *, sender: str, recipients: Sequence[str], now: datetime,
+                        templates: EmailTemplates | None = None) -> EmailMessage:
+    """The email of one message (``templates``: the receiver's, None: the defaults); raises ValueError if a
+    header value is unsafe or a template fails (naming it)."""
     if not message.entries:
         raise ValueError("an email needs at least one entry")
     email = EmailMessage(policy=policy.SMTP)
@@ -133,8 +184,8 @@ def build_alert_message(message: Message, *, sender: str, recipients: Sequence[s
     email["Date"] = format_datetime(now)
     email["Message-ID"] = make_msgid(domain="stormwatch.invalid")
     email["Auto-Submitted"] = "auto-generated"
-    email.set_content(email_text(message))
-    email.add_alternative(email_html(message), subtype="html")
+    email.set_content(email_text(message, templates))
+    email.add_alternative(email_html(message, templates), subtype="html")
     return email
 
 

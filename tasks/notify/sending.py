@@ -3,7 +3,8 @@ its integrations: :mod:`.integrations`).
 
 Secrets are resolved when a target's first message is sent (environment, held value, Prefect
 Secret block) and added to the redactor, so no error text, log record or ledger line can carry
-them. A target whose secret cannot be resolved fails all its messages untried. After a target
+them; a receiver's template overrides are loaded then too (:mod:`.templating`). A target whose
+secret or template cannot be used fails all its messages untried, the error naming it. After a target
 fails with a transient error, its remaining messages are recorded failed without being tried:
 a dead server costs one back-off sequence, not one per message. Nothing here raises.
 """
@@ -24,11 +25,12 @@ from stormwatch.alerting.routes import Receiver
 from stormwatch.alerting.secret_names import SecretSource
 from stormwatch.alerting.targets import SmtpTarget
 from stormwatch.tasks.notify.delivery import Delivery, deliver
-from stormwatch.tasks.notify.email import build_alert_message, send_email
+from stormwatch.tasks.notify.email import EmailTemplates, build_alert_message, send_email
 from stormwatch.tasks.notify.integrations import integration_sender
 from stormwatch.tasks.notify.secrets import Redactor, SecretRef, redacting_logs
 from stormwatch.tasks.notify.settings import NotifySettings
 from stormwatch.tasks.notify.slack import message_payload, post_webhook
+from stormwatch.tasks.notify.templating import load_template
 from stormwatch.tasks.retry import RetryPolicy
 
 log = logging.getLogger("stormwatch.tasks.notify.dispatch")
@@ -54,11 +56,15 @@ def _sender(receiver: Receiver, channel: ChannelName, settings: NotifySettings, 
     unusable. Connections it opens are closed with ``stack``."""
     if channel == ChannelName.SLACK:
         url = _resolve(receiver.slack_webhook, redact)
+        slack_template = receiver.integrations.slack_template
+        template = None if slack_template is None else load_template(slack_template)
         client = stack.enter_context(httpx.Client(timeout=settings.timeout_s))
-        return lambda item: post_webhook(client, url, message_payload(item.message))
+        return lambda item: post_webhook(client, url, message_payload(item.message, template))
     if channel != ChannelName.EMAIL:
         return integration_sender(receiver, channel, resolve=partial(_resolve, redact=redact),
                                   timeout_s=settings.timeout_s, stack=stack)
+    templates = EmailTemplates.load(text=receiver.integrations.email_text_template,
+                                    html=receiver.integrations.email_html_template)
     raw = _resolve(receiver.smtp_url, redact)
     try:
         target = SmtpTarget.parse(raw)
@@ -69,7 +75,8 @@ def _sender(receiver: Receiver, channel: ChannelName, settings: NotifySettings, 
 
     def send(item: Outgoing) -> None:
         message = item.message
-        email = build_alert_message(message, sender=sender, recipients=receiver.email_to, now=datetime.now(UTC))
+        email = build_alert_message(message, sender=sender, recipients=receiver.email_to, now=datetime.now(UTC),
+                                    templates=templates)
         send_email(target, email, sender=sender, recipients=receiver.email_to, timeout_s=settings.timeout_s)
 
     return send

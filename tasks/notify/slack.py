@@ -1,5 +1,8 @@
 """Slack: an incoming-webhook message (Block Kit plus a plain ``text`` fallback), posted with httpx.
 
+The message is the receiver's ``slack_template`` (default ``templates/slack.json.j2``) rendered as
+JSON (:mod:`.templating`); the template gets each entry as :class:`SlackEntry`, strings escaped here.
+
 Every telemetry string goes through :func:`slack_escape` (``&`` ``<`` ``>`` as
 entities, after control characters are removed), so no job id, signal, phase or
 detail can open a link, a mention (``<!channel>``) or a user reference. Only our
@@ -9,11 +12,14 @@ own report URL becomes a link, and only for http(s). Slack's limits are kept:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jinja2
 import orjson
 
 from stormwatch.alerting.findings import IndicatorFact, JobFinding
@@ -22,6 +28,7 @@ from stormwatch.alerting.plain_text import one_line
 from stormwatch.outputs.media_types import MediaType
 from stormwatch.severity import Severity
 from stormwatch.tasks.notify.delivery import SendError
+from stormwatch.tasks.notify.templating import DEFAULT_SLACK, load_template, render_template
 
 MAX_JOB_SECTIONS = 45
 MAX_SECTION_CHARS = 3000
@@ -94,26 +101,51 @@ def entry_section_text(entry: Entry) -> str:
     return job_section_text(entry.job, head=head, extra=entry.extra, tail=tail)
 
 
-def message_payload(message: Message) -> dict[str, Any]:
-    """The webhook JSON for one message (one entry, or a group of them)."""
-    entries = message.entries
-    if not entries:
+@dataclass(frozen=True, kw_only=True)
+class SlackEntry:
+    """One entry as the Slack template sees it, every string inert mrkdwn already (one line, ``&<>``
+    escaped, cut): ``state`` (an :class:`EntryState` value), ``headline``, ``section`` (the entry's facts,
+    within Slack's 3,000 characters), ``job_id``, ``verdict``, ``report_link`` (``<url|open report>``)."""
+
+    state: str
+    headline: str
+    section: str
+    job_id: str
+    verdict: str
+    report_link: str | None
+
+    @classmethod
+    def of(cls, entry: Entry) -> SlackEntry:
+        return cls(state=entry.state.value, headline=headline(entry, slack_escape), section=entry_section_text(entry),
+                   job_id=slack_escape(entry.job.job_id, 150), verdict=slack_escape(entry.job.verdict, 20),
+                   report_link=slack_link(entry.job.report_url))
+
+
+@functools.cache
+def _default_template() -> jinja2.Template:
+    return load_template(DEFAULT_SLACK)
+
+
+def message_payload(message: Message, template: jinja2.Template | None = None) -> dict[str, Any]:
+    """The webhook JSON for one message (one entry, or a group of them): ``template`` (default
+    ``templates/slack.json.j2``) rendered with ``title``, ``receiver``, ``entries`` (:class:`SlackEntry`),
+    ``shown`` (the first :data:`MAX_JOB_SECTIONS` of them, one section each: Slack takes 50 blocks),
+    ``hidden`` (how many more) and ``max_text_jobs``. ValueError, naming the template, when it fails
+    or does not give a JSON object."""
+    if not message.entries:
         raise ValueError("a Slack message needs at least one entry")
-    header = title(message)
-    if len(entries) == 1:
-        text = f"Stormwatch: {headline(entries[0], slack_escape)}"
-    else:
-        listed = "; ".join(headline(entry, slack_escape) for entry in entries[:MAX_TEXT_JOBS])
-        more = f"; and {len(entries) - MAX_TEXT_JOBS} more" if len(entries) > MAX_TEXT_JOBS else ""
-        text = f"{header}: {listed}{more}"
-    blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": header[:150]}}]
-    for entry in entries[:MAX_JOB_SECTIONS]:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": entry_section_text(entry)}})
-    if len(entries) > MAX_JOB_SECTIONS:
-        rest = len(entries) - MAX_JOB_SECTIONS
-        note = f"… and {rest} more job(s); see reports/notifications.jsonl"
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
-    return {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
+    used = template or _default_template()
+    entries = [SlackEntry.of(entry) for entry in message.entries]
+    text = render_template(used, title=title(message), receiver=message.receiver, entries=entries,
+                           shown=entries[:MAX_JOB_SECTIONS], hidden=max(0, len(entries) - MAX_JOB_SECTIONS),
+                           max_text_jobs=MAX_TEXT_JOBS)
+    try:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"template {used.name!r} did not give JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ValueError(f"template {used.name!r} did not give a JSON object")
+    return payload
 
 
 def slack_payload(jobs: Sequence[JobFinding], *, notify_on: Severity) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import yaml
 
 from stormwatch.flows.cli import build_parser
 from stormwatch.flows.parameters import AuditParameters
-from stormwatch.flows.run_options import COMMAND_ONLY
+from stormwatch.flows.run_options import COMMAND_ONLY, audit_parameters
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,3 +61,19 @@ def test_a_dask_address_parameter_runs_jobs_inline_unless_told_otherwise() -> No
     assert AuditParameters(storage="x", job_timeout_s=30).engine_settings().job_timeout_s == 30
     with pytest.raises(ValueError, match="password"):
         AuditParameters.parse({"storage": "x", "dask_address": "tcp://u:secret@s:8786"})
+
+
+#: The audit's options a post-job does not take: one job runs in a process of its own, without an engine pool.
+ENGINE_ONLY = {"workers", "engine", "batch_bytes"}
+
+
+def test_post_job_takes_every_audit_option_but_the_engines_and_its_job_timeout_reaches_the_flow() -> None:
+    post_job = options_of("post-job")
+    assert set(AUDIT_OPTIONS) - set(post_job) == ENGINE_ONLY | {"break_lease"}
+    assert post_job["job_timeout_s"] == AUDIT_OPTIONS["job_timeout_s"] == "--job-timeout"
+    parser = build_parser()
+    given = parser.parse_args(["post-job", "job-1", "--storage", "x", "--job-timeout", "30"])
+    assert audit_parameters(given, storage="x").job_timeout_s == 30
+    default = parser.parse_args(["post-job", "job-1", "--storage", "x"])
+    audit = parser.parse_args(["audit", "--storage", "x"])
+    assert audit_parameters(default, storage="x").job_timeout_s == audit_parameters(audit, storage="x").job_timeout_s

@@ -58,7 +58,7 @@ def test_metrics_prom_is_written_through_the_storage_and_the_group_replaced_each
     assert first["file"] == backend.storage.report_uri("metrics.prom") and first["bytes"] == len(stored.encode())
     assert openmetrics_families(stored)["stormwatch_job_verdict"].samples  # the file is OpenMetrics
     assert first["pushgateway"] == {"url": group_url(gateway, instance=backend.settings.uri), "pushed": True,
-                                    "attempts": 1, "error": None}
+                                    "attempts": 1, "error": None, "recorded": None}
     def labels(name: str) -> tuple[tuple[str, str], ...]:
         return (("instance", backend.settings.uri), ("job", "stormwatch"), ("job_name", name))
 

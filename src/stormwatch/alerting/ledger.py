@@ -18,7 +18,8 @@ the alerting layer and optional when read. A resolved alert's line carries the f
 showed and the resolution time as its ``timestamp_ns``.
 
 Lines with ``"type": "config"`` record a routes or silences file that could not be used (or is
-usable again: ``error`` null), naming the file and line; they are folded per file.
+usable again: ``error`` null), naming the file and line; they are folded per file. Lines with
+``"type": "push"`` record a failed metrics push (:mod:`stormwatch.alerting.push_notes`).
 
 The latest line of a key is its current state. Identity is the five fields, not the
 ``key`` text (which is for people and grep). A line whose sends were attempted carries the
@@ -41,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from stormwatch.alerting.push_notes import PUSH, PushNote
 from stormwatch.analysis.model import IndicatorKind
 from stormwatch.severity import Severity
 
@@ -217,6 +219,7 @@ class LedgerState:
     config: Mapping[str, ConfigNote] = field(default_factory=dict)  # latest note per file
     #: What each claim's sends came to: claim token -> (alert fingerprint text, target) -> the line.
     claims: Mapping[str, Mapping[tuple[str, str], Decision]] = field(default_factory=dict)
+    pushes: Mapping[str, PushNote] = field(default_factory=dict)  # latest metrics push line per gateway
 
     def status(self, key: FindingKey, channel: str) -> ChannelStatus | None:
         decision = self.latest.get(key)
@@ -227,6 +230,7 @@ def read_ledger(data: bytes | None) -> LedgerState:
     latest: dict[FindingKey, Decision] = {}
     config: dict[str, ConfigNote] = {}
     claims: dict[str, dict[tuple[str, str], Decision]] = {}
+    pushes: dict[str, PushNote] = {}
     problems: list[str] = []
     for number, line in enumerate((data or b"").splitlines(), start=1):
         if not line.strip():
@@ -236,6 +240,10 @@ def read_ledger(data: bytes | None) -> LedgerState:
             if isinstance(document, dict) and document.get("type") == "config":
                 note = ConfigNote.from_json(document)
                 config[note.file] = note
+                continue
+            if isinstance(document, dict) and document.get("type") == PUSH:  # stormwatch.alerting.push_notes
+                push = PushNote.from_json(document)
+                pushes[push.gateway] = push
                 continue
             if isinstance(document, dict) and document.get("type") == "carried":
                 continue  # a carried ledger's first line (stormwatch.alerting.ledger_carry)
@@ -248,7 +256,7 @@ def read_ledger(data: bytes | None) -> LedgerState:
             recorded = claims.setdefault(decision.claim, {})
             for target in decision.channels:
                 recorded[decision.alert, target] = decision
-    return LedgerState(latest, tuple(problems), config, claims)
+    return LedgerState(latest, tuple(problems), config, claims, pushes)
 
 
 @dataclass(frozen=True)

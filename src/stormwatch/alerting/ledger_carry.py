@@ -20,6 +20,7 @@ from __future__ import annotations
 import orjson
 
 from stormwatch.alerting.ledger import ConfigNote, Decision, LedgerState, newest_per_alert
+from stormwatch.alerting.push_notes import PushNote
 
 #: The ``type`` of a carried ledger's first line: ``{"type": "carried", "decided_at": ..., "archive": ...}``.
 CARRIED = "carried"
@@ -37,11 +38,12 @@ def carried_header(data: bytes | None) -> bytes:
     return head + newline if isinstance(document, dict) and document.get("type") == CARRIED else b""
 
 
-def newest_lines(state: LedgerState) -> list[Decision | ConfigNote]:
+def newest_lines(state: LedgerState) -> list[Decision | ConfigNote | PushNote]:
     """The newest decision of each alert (by ``decided_at``; a line without a fingerprint counts as
-    its own alert) and the newest note of each file, oldest first, so that reading them back gives
-    ``state``'s newest decisions again."""
-    kept: list[Decision | ConfigNote] = [*newest_per_alert(state).values(), *state.config.values()]
+    its own alert), the newest note of each file and the newest push line of each Pushgateway, oldest
+    first, so that reading them back gives ``state``'s newest decisions again."""
+    kept: list[Decision | ConfigNote | PushNote] = [*newest_per_alert(state).values(), *state.config.values(),
+                                                    *state.pushes.values()]
     return sorted(kept, key=lambda line: line.decided_at)
 
 

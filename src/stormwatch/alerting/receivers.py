@@ -13,6 +13,9 @@ Each is configured by flat keys of a ``[receivers.<name>]`` table, beside Slack 
     teams_webhook_env = "TEAMS_URL"                 # a Workflows webhook (or teams_webhook_block)
     summary_template = "templates/summary.txt.j2"   # per alert: Alertmanager/PagerDuty/webhook summary
     text_template = "templates/text.md.j2"          # per message: Teams card text, webhook "text"
+    slack_template = "templates/slack.json.j2"      # the Slack message (Block Kit JSON)
+    email_text_template = "templates/email.txt.j2"  # an email's text/plain part
+    email_html_template = "templates/email.html.j2" # an email's text/html part (autoescaped)
 
 Every secret (a webhook URL, a routing key, an HMAC key, a token) is named, never held: an
 environment variable or a Prefect Secret block. Template paths are local files, read when sending.
@@ -45,7 +48,8 @@ INTEGRATION_KEYS = frozenset({
     "alertmanager_url", "alertmanager_token_env", "alertmanager_token_block", "alertmanager_ends_after",
     "alertmanager_refresh", "webhook_url_env", "webhook_url_block", "webhook_hmac_env", "webhook_hmac_block",
     "pagerduty_routing_key_env", "pagerduty_routing_key_block", "pagerduty_url", "teams_webhook_env",
-    "teams_webhook_block", "summary_template", "text_template",
+    "teams_webhook_block", "summary_template", "text_template", "slack_template", "email_text_template",
+    "email_html_template",
 })
 #: Keys that would hold a secret in the file: refused, with a pointer to ``<key>_env``/``<key>_block``.
 SECRET_INTEGRATION_KEYS = frozenset({"webhook_hmac", "pagerduty_routing_key", "routing_key", "teams_webhook",
@@ -77,6 +81,9 @@ class Integrations:
     teams_webhook: SecretName | None = None
     summary_template: str | None = None
     text_template: str | None = None
+    slack_template: str | None = None
+    email_text_template: str | None = None
+    email_html_template: str | None = None
 
     @property
     def channels(self) -> tuple[ChannelName, ...]:
@@ -167,4 +174,7 @@ def parse_integrations(table: Mapping[str, Any], fail: Fail) -> Integrations:
                         pagerduty_key=pagerduty_key, pagerduty_url=pagerduty_url,
                         teams_webhook=_named(table, "teams_webhook", fail),
                         summary_template=_template(table, "summary_template", fail),
-                        text_template=_template(table, "text_template", fail))
+                        text_template=_template(table, "text_template", fail),
+                        slack_template=_template(table, "slack_template", fail),
+                        email_text_template=_template(table, "email_text_template", fail),
+                        email_html_template=_template(table, "email_html_template", fail))
