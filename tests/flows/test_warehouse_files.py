@@ -73,8 +73,11 @@ def test_an_audit_writes_only_microseconds_and_compacts_the_nights_small_files(
     history = pq.read_table(io.BytesIO(files[night_1[0]]))
     assert fleet.schema.remove_metadata().equals(history.schema.remove_metadata())
     assert fleet.schema.remove_metadata().equals(HISTORY_SCHEMA)
-    assert fleet.schema.metadata[SCHEMA_VERSION_KEY] == history.schema.metadata[SCHEMA_VERSION_KEY] == b"3"
+    assert fleet.schema.metadata[SCHEMA_VERSION_KEY] == history.schema.metadata[SCHEMA_VERSION_KEY] == b"4"
     assert sorted(set(fleet.column("job_name").to_pylist())) == ["train-a", "train-b", "train-c"]
+    for table in (fleet, history):  # version 4: every rank's growth figure or the reason it has none
+        assert table.column("growth_gap").null_count + table.column("growth_confidence").null_count == table.num_rows
+        assert table.column("duration_ns").null_count == 0
     copy = tmp_path / "warehouse"  # the files as a warehouse gets them: the history and fleet.parquet together
     for key, data in files.items():
         if key.startswith("reports/history/") or key == "reports/fleet.parquet":

@@ -207,7 +207,7 @@ def test_duckdb_and_pandas_read_the_store(tmp_path: Path, real_table: pa.Table) 
     assert (count, nights) == (total, 6)
     assert names == [("llama-8r",), ("train-a",)]
     assert kind == ("TIMESTAMP WITH TIME ZONE",)  # microseconds, UTC: what Spark, Trino and BigQuery read
-    assert metadata == [('{"schema_version":3}',)]
+    assert metadata == [('{"schema_version":4}',)]
     assert len(frame) == total
     assert str(frame["audit_time"].dtype) == "datetime64[us, UTC]"
     assert sorted(frame["date"].astype(str).unique())[-1] == "2026-11-30"

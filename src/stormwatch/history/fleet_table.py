@@ -10,7 +10,10 @@ than a history row; what it does not know is null:
   (join the history on ``audit_id``, ``job_id``, ``session_id``, ``rank`` for them);
 - ``world_size``: the run's expected ranks (``ranks_expected``);
 - ``first_cause``: the rank of fleet.json's ``earliest`` in the session the verdict comes from
-  (``worst_session``; any session of a one-session job), false elsewhere, null without an earliest.
+  (``worst_session``; any session of a one-session job), false elsewhere, null without an earliest;
+- the growth columns (:data:`~stormwatch.history.schema.GROWTH_COLUMNS`): from the rank row's
+  ``growth`` (its session's ``fleet.growth`` entry), as the history's rows take them
+  (:func:`~stormwatch.history.rows.growth_columns`); null without one.
 
 Pure: builds an Arrow table, writes nothing.
 """
@@ -22,8 +25,18 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
-from stormwatch.history.schema import HISTORY_SCHEMA, HISTORY_SCHEMA_VERSION, RENAMED, conform, file_metadata
+from stormwatch.history.rows import growth_columns
+from stormwatch.history.schema import (
+    GROWTH_COLUMNS,
+    HISTORY_SCHEMA,
+    HISTORY_SCHEMA_VERSION,
+    RENAMED,
+    conform,
+    file_metadata,
+)
+from stormwatch.outputs.document_fleet import rank_growth_from_json
 from stormwatch.outputs.fleet import RANK_COLUMNS, FleetRow, rank_table
+from stormwatch.outputs.json_members import Members
 
 _AUDIT_OF_KEY = re.compile(r"/(audit-\d{8}T\d{6}Z-[0-9a-f]{8})(?:-b[0-9a-f]{8})?\.parquet$")
 
@@ -40,6 +53,22 @@ def _first_cause(row: FleetRow, sessions: Sequence[str | None], ranks: Sequence[
         return [None] * len(ranks)
     return [rank == earliest["rank"] and (row.worst_session is None or session == row.worst_session)
             for session, rank in zip(sessions, ranks, strict=True)]
+
+
+def _growth(rows: Sequence[FleetRow], jobs: Sequence[str], sessions: Sequence[str | None],
+            ranks: Sequence[int]) -> dict[str, pa.Array]:
+    """The growth columns of the table's rows (job, session, rank), from the fleet rows' rank rows."""
+    found: dict[tuple[str, str | None, int], dict[str, object]] = {}
+    for row in rows:
+        for rank in row.rank_rows:
+            growth = rank.get("growth")
+            if growth is not None:
+                parsed = rank_growth_from_json(Members.of(growth, f"{row.job_id}.growth"))
+                found.setdefault((row.job_id, rank.get("session_id"), int(rank["rank"])), growth_columns(parsed))
+    values = [found.get((job, session, int(rank)), {})
+              for job, session, rank in zip(jobs, sessions, ranks, strict=True)]
+    return {name: pa.array([value.get(name) for value in values], HISTORY_SCHEMA.field(name).type)
+            for name in GROWTH_COLUMNS}
 
 
 def fleet_rank_table(rows: Iterable[FleetRow], *, name_of: Callable[[str], str]) -> pa.Table:
@@ -69,6 +98,7 @@ def fleet_rank_table(rows: Iterable[FleetRow], *, name_of: Callable[[str], str])
         "input_fingerprint": pa.array([by_job[job].input_fingerprint for job in jobs], pa.string()),
         "first_cause": pa.array(first_cause, pa.bool_()),
         "schema_version": pa.array([HISTORY_SCHEMA_VERSION] * len(jobs), pa.int32()),
+        **_growth(kept, jobs, sessions, ranks),
     }
     for name, values in extra.items():
         table = table.append_column(name, values)

@@ -12,6 +12,9 @@ Sources inside a document (``DESIGN.md``, "The model JSON contract"):
   (``first_cause``); a row's first-anomaly severity is that of the indicator on its rank with the
   same signal and time, else the severity its signal always has (``alert:warning``, ``alert:critical``,
   ``alert:error``, ``gap_ratio_breach``), else null;
+- ``fleet.growth`` (when present): the rank's duration and growth (``duration_ns``,
+  ``*_growth_bytes_per_hour``, ``growth_confidence``, ``leak``, ``capacity_after_start_s``,
+  ``growth_gap``); null for a rank it has no entry for (documents written before growth);
 - ``fleet.ranks`` (when present): host, device id and the peaks; what it lacks (or leaves null):
   the host from the rank's sessions (when they name one host; a merged session's ``multiple`` is
   none), allocated/reserved peaks from ``model.per_rank_timelines``, the rest null;
@@ -36,6 +39,7 @@ import pyarrow as pa
 from stormwatch.analysis.candidates import ALERT_SEVERITY
 from stormwatch.analysis.model import AnomalyIndicator, IndicatorKind, RankDiagnosticsRow
 from stormwatch.events.sessions import SessionSummary
+from stormwatch.growth.figures import RankGrowth
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.schema import (
     HISTORY_COLUMNS,
@@ -91,6 +95,21 @@ def _severity(row: RankDiagnosticsRow, indicators: Sequence[AnomalyIndicator]) -
     return None if known is None else known.value
 
 
+def growth_columns(growth: RankGrowth | None) -> dict[str, Any]:
+    """The history's growth columns of a rank (null without a growth entry; a gap's figures are null)."""
+    if growth is None:
+        return {}  # every growth column null
+    return {
+        "duration_ns": growth.duration_ns,
+        "allocated_growth_bytes_per_hour": growth.allocated_bytes_per_hour,
+        "reserved_growth_bytes_per_hour": growth.reserved_bytes_per_hour,
+        "growth_confidence": growth.confidence,
+        "leak": None if growth.gap is not None else growth.leak,
+        "capacity_after_start_s": growth.capacity_after_start_s,
+        "growth_gap": None if growth.gap is None else growth.gap.value,
+    }
+
+
 def _session_verdict(document: JobDocument) -> str | None:
     """The verdict of the session ``document`` shows: its attempt's in a job document, else its own."""
     for entry in document.attempts or ():
@@ -111,6 +130,9 @@ def _job_rows(document: JobDocument, job_name: str, audit: str) -> list[dict[str
     world, started, session_hosts = _session_facts(document.sessions, len(model.expected_ranks))
     session_verdict = _session_verdict(document)
     outliers = None if document.fleet is None else {item.rank for item in document.fleet.facts.outlier_ranks}
+    growth: dict[int, RankGrowth] = {}
+    for item in () if document.fleet is None else document.fleet.facts.growth:
+        growth.setdefault(item.rank, item)
     out = []
     for rank in sorted(rows):
         row, placed = rows[rank], fleet_ranks.get(rank)
@@ -151,6 +173,7 @@ def _job_rows(document: JobDocument, job_name: str, audit: str) -> list[dict[str
             "first_anomaly_phase_path": row.first_anomaly_phase_path,
             "outlier": None if outliers is None else rank in outliers,
             "schema_version": HISTORY_SCHEMA_VERSION,
+            **growth_columns(growth.get(rank)),
         })
     return out
 

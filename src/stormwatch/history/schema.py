@@ -28,8 +28,11 @@ session keeps a row per rank of each session (``session_id``, ``session_verdict`
 
 Versions: 2 added ``session_id`` and ``session_verdict``; 3 made ``audit_time`` microseconds and
 added :data:`ADDED_IN` ``[3]`` (fleet.parquet before 3 named ``hidden_gap_peak_bytes``
-``hidden_gap_peak_abs_bytes``). :func:`conform` reads every version: missing columns null,
-``audit_time`` cast to microseconds, old names renamed.
+``hidden_gap_peak_abs_bytes``); 4 added the rank's duration and growth, :data:`GROWTH_COLUMNS`
+(``*_bytes_per_hour`` in bytes per hour, ``capacity_after_start_s`` in seconds, ``duration_ns``
+in nanoseconds, not an epoch time; see :class:`stormwatch.growth.figures.RankGrowth`).
+:func:`conform` reads every version: missing columns null, ``audit_time`` cast to microseconds,
+old names renamed.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from datetime import UTC, date, datetime
 import orjson
 import pyarrow as pa
 
-HISTORY_SCHEMA_VERSION = 3
+HISTORY_SCHEMA_VERSION = 4
 HISTORY_FOLDER = "history"
 PARQUET_METADATA_KEY = b"stormwatch.history"
 #: Footer key of both history files and fleet.parquet: the schema version as decimal text (``b"3"``).
@@ -83,14 +86,25 @@ HISTORY_SCHEMA = pa.schema([
     pa.field("first_anomaly_phase_path", pa.string()),        # (v3)
     pa.field("outlier", pa.bool_()),                          # flagged on any metric; null: no fleet facts (v3)
     pa.field("schema_version", pa.int32(), nullable=False),   # the version the row was written in (v3)
+    pa.field("duration_ns", pa.int64()),                      # first to last sample of the rank, a length (v4)
+    pa.field("allocated_growth_bytes_per_hour", pa.float64()),  # steady-state growth after warm-up (v4)
+    pa.field("reserved_growth_bytes_per_hour", pa.float64()),   # (v4)
+    pa.field("growth_confidence", pa.float64()),              # that the judged growth is above zero, [0, 1] (v4)
+    pa.field("leak", pa.bool_()),                             # null: no growth figure (v4)
+    pa.field("capacity_after_start_s", pa.float64()),         # when, at that growth, the device fills (v4)
+    pa.field("growth_gap", pa.string()),                      # GrowthGap value: why no growth figure (v4)
 ])
 HISTORY_COLUMNS = tuple(HISTORY_SCHEMA.names)
 #: Columns version 2 added.
 SESSION_COLUMNS = ("session_id", "session_verdict")
+#: Columns version 4 added: a rank's duration and its growth (stormwatch.growth).
+GROWTH_COLUMNS = ("duration_ns", "allocated_growth_bytes_per_hour", "reserved_growth_bytes_per_hour",
+                  "growth_confidence", "leak", "capacity_after_start_s", "growth_gap")
 #: Columns each version added: a file of an older version reads them as nulls (``schema_version``: its own).
 ADDED_IN: dict[int, tuple[str, ...]] = {
     2: SESSION_COLUMNS,
     3: ("availability", "has_anomaly", "first_anomaly_phase_path", "outlier", "schema_version"),
+    4: GROWTH_COLUMNS,
 }
 #: Old column names, as fleet.parquet wrote them before version 3, and their names now.
 RENAMED = {"hidden_gap_peak_abs_bytes": "hidden_gap_peak_bytes"}

@@ -4,7 +4,8 @@ with ``ranks``, its session's rank rows (what fleet.parquet holds of it).
 A rank row is the model's row of the rank (:class:`~stormwatch.analysis.model.RankDiagnosticsRow`)
 with the rank's identity and peaks from the session's fleet facts (None where the facts do not
 list the rank, bytes) and ``outlier``: flagged on any metric, None when the session has no fleet
-facts. In JSON its members sit side by side: the row's, then the facts', then ``outlier``.
+facts. In JSON its members sit side by side: the row's, then the facts', then ``outlier``, then
+``growth``: the rank's entry of the session's ``fleet.growth`` (null: none, or written before growth).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormwatch.analysis.model import DiagnosticsModel, RankDiagnosticsRow
+from stormwatch.growth.figures import RankGrowth
 from stormwatch.outputs.attempts import Attempt
-from stormwatch.outputs.document_fleet import FleetMember
+from stormwatch.outputs.document_fleet import FleetMember, rank_growth_from_json
 from stormwatch.outputs.document_model import rank_row_from_json
 from stormwatch.outputs.json_members import Members
 
@@ -31,11 +33,13 @@ class SessionRankRow:
     peak_device_used_bytes: int | None = None
     device_total_bytes: int | None = None
     outlier: bool | None = None
+    growth: RankGrowth | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self.row), "host": self.host, "device_id": self.device_id,
                 "peak_reserved_bytes": self.peak_reserved_bytes, "peak_device_used_bytes": self.peak_device_used_bytes,
-                "device_total_bytes": self.device_total_bytes, "outlier": self.outlier}
+                "device_total_bytes": self.device_total_bytes, "outlier": self.outlier,
+                "growth": None if self.growth is None else self.growth.as_json()}
 
     @classmethod
     def from_json(cls, members: Members) -> SessionRankRow:
@@ -45,7 +49,12 @@ class SessionRankRow:
                    peak_reserved_bytes=members.optional_integer("peak_reserved_bytes"),
                    peak_device_used_bytes=members.optional_integer("peak_device_used_bytes"),
                    device_total_bytes=members.optional_integer("device_total_bytes"),
-                   outlier=members.optional_flag("outlier"))
+                   outlier=members.optional_flag("outlier"), growth=_growth(members))
+
+
+def _growth(members: Members) -> RankGrowth | None:
+    found = members.optional_member("growth")
+    return None if found is None else rank_growth_from_json(found)
 
 
 def session_rank_rows(model: DiagnosticsModel, fleet: FleetMember | None) -> tuple[SessionRankRow, ...]:
@@ -54,6 +63,7 @@ def session_rank_rows(model: DiagnosticsModel, fleet: FleetMember | None) -> tup
         return tuple(SessionRankRow(row=row) for row in model.rows)
     facts = {fact.rank: fact for fact in fleet.facts.ranks}
     outliers = {item.rank for item in fleet.facts.outlier_ranks}
+    growth = {item.rank: item for item in fleet.facts.growth}
     rows = []
     for row in model.rows:
         fact = facts.get(row.rank)
@@ -62,7 +72,7 @@ def session_rank_rows(model: DiagnosticsModel, fleet: FleetMember | None) -> tup
             device_id=None if fact is None else fact.device_id,
             peak_reserved_bytes=None if fact is None else fact.peak_reserved_bytes,
             peak_device_used_bytes=None if fact is None else fact.peak_device_used_bytes,
-            device_total_bytes=None if fact is None else fact.device_total_bytes))
+            device_total_bytes=None if fact is None else fact.device_total_bytes, growth=growth.get(row.rank)))
     return tuple(rows)
 
 

@@ -5,12 +5,13 @@ has compared the job with the earlier runs of its name, its regression summary::
       "ranks": [RankFacts, ...],          # one per present rank, rank order (bytes)
       "outlier_ranks": [{rank, metric, value_bytes, median_bytes, robust_z}, ...],
       "coverage": {Coverage},             # value -> events maps keyed by strings
-      "regression": null | RegressionSummary
+      "regression": null | RegressionSummary,
+      "growth": [RankGrowth, ...]         # one per present rank, rank order (bytes/hour, seconds)
     }
 
 Coverage written before a job's abrupt ends were counted lacks ``ended_abruptly`` and
 ``ended_abruptly_ranks``: they read as 0 and none (:class:`~stormwatch.peers.coverage.Coverage`'s
-defaults).
+defaults). A document written before growth was measured has no ``growth``: it reads as none.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from stormwatch.growth.figures import GrowthCounter, GrowthGap, RankGrowth
 from stormwatch.history.job_regression import RegressionSummary
 from stormwatch.outputs.json_members import MemberError, Members, integer_key, is_integer, shown
 from stormwatch.peers.coverage import Coverage
@@ -76,6 +78,30 @@ def _coverage(members: Members) -> Coverage:
     )
 
 
+def rank_growth_from_json(members: Members) -> RankGrowth:
+    """One ``fleet.growth`` entry; MemberError naming it when malformed or breaking the record's invariants."""
+    try:
+        return RankGrowth(
+            rank=members.integer("rank"),
+            duration_ns=members.optional_integer("duration_ns"),
+            allocated_bytes_per_hour=members.optional_number("allocated_bytes_per_hour"),
+            reserved_bytes_per_hour=members.optional_number("reserved_bytes_per_hour"),
+            judged_counter=members.optional_enum("judged_counter", GrowthCounter, "a growth counter"),
+            low_bytes_per_hour=members.optional_number("low_bytes_per_hour"),
+            high_bytes_per_hour=members.optional_number("high_bytes_per_hour"),
+            confidence=members.optional_number("confidence"),
+            leak=members.flag("leak"),
+            leak_min_bytes_per_hour=members.optional_number("leak_min_bytes_per_hour"),
+            device_total_bytes=members.optional_integer("device_total_bytes"),
+            capacity_after_start_s=members.optional_number("capacity_after_start_s"),
+            gap=members.optional_enum("gap", GrowthGap, "a growth gap"),
+        )
+    except ValueError as error:
+        if isinstance(error, MemberError):
+            raise
+        raise MemberError(members.path, str(error)) from error  # the record's own invariants
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FleetMember:
     """The ``fleet`` member: ``facts`` as the engine found them for the session, ``regression`` filled
@@ -91,6 +117,7 @@ class FleetMember:
                               for outlier in self.facts.outlier_ranks],
             "coverage": self.facts.coverage.as_dict(),
             "regression": None if self.regression is None else self.regression.as_json(),
+            "growth": [growth.as_json() for growth in self.facts.growth],
         }
 
     @classmethod
@@ -98,5 +125,5 @@ class FleetMember:
         """Raises :class:`~stormwatch.outputs.json_members.MemberError` naming a malformed member."""
         regression = members.optional_member("regression")
         facts = FleetFacts(members.each("ranks", _rank_facts), members.each("outlier_ranks", _outlier),
-                           _coverage(members.member("coverage")))
+                           _coverage(members.member("coverage")), members.each("growth", rank_growth_from_json, ()))
         return cls(facts=facts, regression=None if regression is None else RegressionSummary.from_json(regression))

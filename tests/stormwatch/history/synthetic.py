@@ -128,7 +128,9 @@ def synthetic_fleet(
             "outlier": np.zeros(len(rank), dtype=bool),
             "schema_version": np.full(len(rank), HISTORY_SCHEMA_VERSION, dtype=np.int32),
         }
-        arrays = [pa.array(columns[field.name], type=field.type) for field in HISTORY_SCHEMA]
+        columns["duration_ns"] = np.full(len(rank), 3_600_000_000_000, dtype=np.int64)  # v4; growth columns null
+        arrays = [pa.array(columns[field.name], type=field.type) if field.name in columns
+                  else pa.nulls(len(rank), field.type) for field in HISTORY_SCHEMA]
         table = pa.Table.from_arrays(arrays, schema=HISTORY_SCHEMA).replace_schema_metadata(file_metadata())
         tables.append(table)
         times.append(when)

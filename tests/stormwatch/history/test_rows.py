@@ -69,7 +69,7 @@ def test_rows_follow_the_schema_and_carry_its_version(documents: dict[str, JobDo
     table = history_rows(documents.values(), job_names=JobNamePattern(), audit_time=AUDIT)
 
     assert table.schema.equals(HISTORY_SCHEMA)
-    assert orjson.loads(table.schema.metadata[PARQUET_METADATA_KEY]) == {"schema_version": 3}
+    assert orjson.loads(table.schema.metadata[PARQUET_METADATA_KEY]) == {"schema_version": 4}
     assert table.num_rows == 4 + 2 + 4 + 4
     assert table.column("job_id").to_pylist() == sorted(table.column("job_id").to_pylist())
     assert set(table.column("audit_time").to_pylist()) == {AUDIT}

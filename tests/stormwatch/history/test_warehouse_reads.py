@@ -1,6 +1,7 @@
 """A history store mixing files of every schema version, read by name by stormwatch, DuckDB, Polars,
 pyarrow.dataset and pandas: no row loses ``session_id``/``session_verdict``, no column is
-TIMESTAMP(NANOS) once written now, and fleet.parquet has the history's names and types."""
+TIMESTAMP(NANOS) once written now, version 3 files read beside version 4's with null growth columns,
+and fleet.parquet has the history's names and types."""
 
 from __future__ import annotations
 
@@ -17,8 +18,15 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from stormwatch.growth.figures import GrowthCounter, RankGrowth
 from stormwatch.history.fleet_table import audit_of_key, fleet_rank_table
-from stormwatch.history.schema import HISTORY_SCHEMA, PARQUET_METADATA_KEY, SCHEMA_VERSION_KEY, conform
+from stormwatch.history.schema import (
+    GROWTH_COLUMNS,
+    HISTORY_SCHEMA,
+    PARQUET_METADATA_KEY,
+    SCHEMA_VERSION_KEY,
+    conform,
+)
 from stormwatch.outputs.fleet import FleetRow, JobStatus
 from stormwatch.tasks.history import append_history, read_history
 from stormwatch.tasks.history_compact import compact_history
@@ -45,12 +53,17 @@ V1_SCHEMA = pa.schema([
 #: Version 2's: version 1's and the session columns (git 5cad879).
 V2_SCHEMA = V1_SCHEMA.append(pa.field("session_id", pa.string())).append(pa.field("session_verdict", pa.string()))
 FLEET = synthetic_fleet(nights=2, jobs_per_night=3, world_sizes=(2, 4), seed=1)
-OLD = synthetic_fleet(nights=2, jobs_per_night=2, world_sizes=(2,), seed=2)
+OLD = synthetic_fleet(nights=3, jobs_per_night=2, world_sizes=(2,), seed=2)
+#: Version 3's: today's without the growth columns version 4 added.
+V3_SCHEMA = pa.schema([field for field in HISTORY_SCHEMA if field.name not in GROWTH_COLUMNS])
 
 
 def _old_table(version: int, night: int) -> pa.Table:
-    schema = V1_SCHEMA if version == 1 else V2_SCHEMA
+    schema = {1: V1_SCHEMA, 2: V2_SCHEMA, 3: V3_SCHEMA}[version]
     table = OLD.nights[night]
+    if version == 3:
+        table = table.set_column(table.schema.get_field_index("schema_version"), "schema_version",
+                                 pa.array([3] * table.num_rows, pa.int32()))
     columns = [table.column(field.name).cast(field.type) for field in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 
@@ -70,13 +83,22 @@ def write_v2(path: Path, table: pa.Table) -> None:
         writer.add_key_value_metadata({PARQUET_METADATA_KEY: b'{"schema_version":2}'})
 
 
+def write_v3(path: Path, table: pa.Table) -> None:
+    """As version 3 wrote it: its schema, both footer keys naming version 3."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.replace_schema_metadata({PARQUET_METADATA_KEY: b'{"schema_version":3}',
+                                                  SCHEMA_VERSION_KEY: b"3"}), path, compression="zstd")
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[tuple[Storage, Path]]:
-    """history/: the oldest night a version-1 file, the next a version-2 file, then files written now."""
+    """history/: the oldest night a version-1 file, the next a version-2 file, the next a version-3
+    file, then files written now."""
     root = tmp_path / "fleet"
     folder = root / "reports" / "history"
     write_v1(folder / "date=2026-10-01" / "audit-20261001T020000Z-00000001.parquet", _old_table(1, 0))
     write_v2(folder / "date=2026-10-02" / "audit-20261002T020000Z-00000002.parquet", _old_table(2, 1))
+    write_v3(folder / "date=2026-10-03" / "audit-20261003T020000Z-00000003.parquet", _old_table(3, 2))
     storage = storage_for(StorageSettings(uri=str(root)))
     for table, when in zip(FLEET.nights, FLEET.audit_times, strict=True):
         append_history(storage, table, audit_time=when)
@@ -84,9 +106,10 @@ def store(tmp_path: Path) -> Iterator[tuple[Storage, Path]]:
 
 
 def _expected() -> tuple[int, int]:
-    """(all rows, rows that have a session: versions 2 and 3)."""
+    """(all rows, rows that have a session: versions 2 and later)."""
     new = sum(table.num_rows for table in FLEET.nights)
-    return OLD.nights[0].num_rows + OLD.nights[1].num_rows + new, OLD.nights[1].num_rows + new
+    old = sum(table.num_rows for table in OLD.nights)
+    return old + new, old - OLD.nights[0].num_rows + new
 
 
 def _nanosecond_columns(data: bytes) -> list[str]:
@@ -109,8 +132,12 @@ def test_stormwatch_reads_every_version(store: tuple[Storage, Path]) -> None:
     assert read.warnings == () and len(read.rows) == total
     assert read.rows["session_id"].notna().sum() == with_session
     assert read.rows["session_verdict"].notna().sum() == with_session
-    assert sorted(read.rows["schema_version"].unique().tolist()) == [1, 2, 3]
+    assert sorted(read.rows["schema_version"].unique().tolist()) == [1, 2, 3, 4]
     assert str(read.rows["audit_time"].dtype) == "datetime64[ns, UTC]"
+    # versions 1-3 knew no growth: null there, the synthetic version-4 rows' duration set
+    old = read.rows["schema_version"] < 4
+    assert read.rows.loc[old, list(GROWTH_COLUMNS)].isna().all().all()
+    assert read.rows.loc[~old, "duration_ns"].notna().all() and (~old).sum() == sum(t.num_rows for t in FLEET.nights)
 
 
 def test_conform_migrates_an_old_file_in_the_current_schema(tmp_path: Path) -> None:
@@ -156,7 +183,7 @@ def test_compaction_leaves_only_current_files_that_any_reader_reads_plainly(stor
 
     assert [path.name.startswith("compacted-") for path in files] == [True] * len(files)
     assert [_nanosecond_columns(path.read_bytes()) for path in files] == [[]] * len(files)
-    plain = pd.read_parquet(folder)  # no schema given, no union by name: every file is version 3
+    plain = pd.read_parquet(folder)  # no schema given, no union by name: every file is version 4
     assert len(plain) == total and plain["session_id"].notna().sum() == with_session
     kind = duckdb.connect().execute("select typeof(audit_time) from read_parquet(?) limit 1",
                                     [f"{folder}/*/*.parquet"]).fetchone()
@@ -177,21 +204,31 @@ def _fleet_row(job_id: str, *, session: str | None) -> FleetRow:
             "has_anomaly": True, "first_anomaly_timestamp_ns": 5, "first_anomaly_signal": "alert:critical",
             "first_anomaly_phase_path": "train/step", "host": "node-1", "device_id": 0,
             "peak_reserved_bytes": 6, "peak_device_used_bytes": 7, "device_total_bytes": 8,
-            "session_id": session, "session_verdict": "critical", "outlier": False}
+            "session_id": session, "session_verdict": "critical", "outlier": False, "growth": None}
+    growth = RankGrowth(rank=1, duration_ns=7_200_000_000_000, allocated_bytes_per_hour=1.5e8,
+                        reserved_bytes_per_hour=2.5e9, judged_counter=GrowthCounter.RESERVED,
+                        low_bytes_per_hour=2e9, high_bytes_per_hour=3e9, confidence=0.999, leak=True,
+                        leak_min_bytes_per_hour=4.3e8, device_total_bytes=80 << 30, capacity_after_start_s=1e5,
+                        gap=None)
     return FleetRow(job_id=job_id, status=JobStatus.DIAGNOSED, ranks_expected=2, input_fingerprint="sha256:x",
                     earliest={"rank": 0, "signal": "alert:critical"}, worst_session=session,
                     history_key=f"history/date=2026-10-03/audit-20261003T020000Z-0000abcd-b{'1' * 8}.parquet",
-                    rank_rows=(rank, {**rank, "rank": 1, "has_anomaly": False}))
+                    rank_rows=(rank, {**rank, "rank": 1, "has_anomaly": False, "growth": growth.as_json()}))
 
 
 def test_fleet_parquet_has_the_history_schema(store: tuple[Storage, Path]) -> None:
     table = fleet_rank_table([_fleet_row("llama-8r-0142", session="s1")], name_of=lambda job: job.rsplit("-", 1)[0])
 
     assert table.schema.remove_metadata().equals(HISTORY_SCHEMA)
-    assert table.schema.metadata[SCHEMA_VERSION_KEY] == b"3"
+    assert table.schema.metadata[SCHEMA_VERSION_KEY] == b"4"
     assert PARQUET_METADATA_KEY not in table.schema.metadata  # not a history file
-    row = table.to_pylist()[0]
-    assert (row["job_name"], row["world_size"], row["schema_version"]) == ("llama-8r", 2, 3)
+    row, grown = table.to_pylist()
+    assert (row["job_name"], row["world_size"], row["schema_version"]) == ("llama-8r", 2, 4)
+    assert all(row[name] is None for name in GROWTH_COLUMNS)  # rank 0 has no growth entry
+    assert {name: grown[name] for name in GROWTH_COLUMNS} == {
+        "duration_ns": 7_200_000_000_000, "allocated_growth_bytes_per_hour": 1.5e8,
+        "reserved_growth_bytes_per_hour": 2.5e9, "growth_confidence": 0.999, "leak": True,
+        "capacity_after_start_s": 1e5, "growth_gap": None}
     assert row["audit_id"] == "audit-20261003T020000Z-0000abcd" and row["audit_time"] is None
     assert row["hidden_gap_peak_bytes"] == 4 and table.column("first_cause").to_pylist() == [True, False]
     # and a warehouse unions it with the history by name

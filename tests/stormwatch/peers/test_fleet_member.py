@@ -29,7 +29,10 @@ def test_one_heavy_rank_of_eight_is_the_one_outlier(tmp_path: Path) -> None:
     document = orjson.loads(diagnosis.model_json())
 
     fleet = document["fleet"]
-    assert set(fleet) == {"ranks", "outlier_ranks", "coverage", "regression"} and fleet["regression"] is None
+    assert set(fleet) == {"ranks", "outlier_ranks", "coverage", "regression", "growth"} and fleet["regression"] is None
+    # eight samples a rank are too few to measure growth: a reason each, never a leak
+    assert [(item["rank"], item["gap"], item["leak"]) for item in fleet["growth"]] == [
+        (rank, "too_few_samples", False) for rank in range(8)]
     assert [fact["rank"] for fact in fleet["ranks"]] == list(range(8))
     heavy = fleet["ranks"][HEAVY_RANK]
     assert heavy["peak_reserved_bytes"] == GIB + HEAVY_RANK * 16 * MIB + 7 * 8 * MIB + 20 * GIB
