@@ -8,6 +8,7 @@ from datetime import timedelta
 import orjson
 import pytest
 
+from stormwatch.history.capacity_trend import CapacityThresholds
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.suspects import SuspectThresholds
 from stormwatch.load.tree import Entry
@@ -42,6 +43,7 @@ def basis(files: tuple[Entry, ...] = FILES, **changes: object) -> str:
     ("another window", lambda: basis(history_days=30)),
     ("other regression thresholds", lambda: basis(regression=RegressionThresholds(min_change=0.2))),
     ("other suspect thresholds", lambda: basis(suspects=SuspectThresholds(nights=7))),
+    ("other capacity thresholds", lambda: basis(capacity=CapacityThresholds(horizon_runs=3))),
 ])
 def test_the_basis_changes_with_every_input_of_the_comparisons(what: str, other: object) -> None:
     assert callable(other)
@@ -56,7 +58,8 @@ def _fleet_json(backend: Backend, document: dict[str, object]) -> None:
     backend.put("reports/fleet.json", orjson.dumps(document))
 
 
-SECTIONS = {"trends": [{"night": "2026-11-01"}], "regressions": [{"job_name": "llama"}], "suspect_hosts": []}
+SECTIONS = {"trends": [{"night": "2026-11-01"}], "regressions": [{"job_name": "llama"}], "suspect_hosts": [],
+            "capacity": [{"job_name": "llama", "runs_to_capacity": 3}]}
 
 
 @pytest.mark.parametrize(("what", "document", "reused"), [
@@ -65,6 +68,9 @@ SECTIONS = {"trends": [{"night": "2026-11-01"}], "regressions": [{"job_name": "l
     ("no basis (written before it was recorded)", {"schema_version": 2, **SECTIONS, "history": {}}, False),
     ("fleet.json version 1", {"schema_version": 1, **SECTIONS, "history": {"basis": "B"}}, False),
     ("a section missing", {"schema_version": 2, "trends": [], "history": {"basis": "B"}}, False),
+    ("written before the capacity trend", {"schema_version": 2, **{name: value for name, value in SECTIONS.items()
+                                                                   if name != "capacity"},
+                                           "history": {"basis": "B"}}, False),
 ])
 def test_a_stored_fleet_json_is_reused_only_for_its_own_basis(backend: Backend, what: str,
                                                               document: dict[str, object], reused: bool) -> None:

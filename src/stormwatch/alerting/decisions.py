@@ -1,6 +1,7 @@
 """What to do, per alert and target, in one audit: send (new, repeat, resolved) or hold with a status.
 
-For a firing alert, in order: below ``notify_on`` (fleet-wide kinds excepted) -> skipped; inhibited;
+For a firing alert, in order: below ``notify_on`` (fleet-wide kinds and leaks excepted,
+:data:`~.kinds.ALWAYS_SENT`) -> skipped; inhibited;
 silenced; the target not configured; never told in this episode (or its first send failed) -> send; observed again
 now and last told at least ``repeat_interval`` ago, or a repeat that failed -> send again; on a channel
 that must be refreshed (Alertmanager, whose alerts lapse at their ``endsAt``), last told at least its
@@ -64,7 +65,7 @@ def _elapsed(since: str | None, now: datetime, interval: timedelta) -> bool:
 def _firing(record: AlertRecord, target: TargetState | None, *, configured: bool, facts: Circumstances,
             policy: AlertPolicy, notify_on: Severity, now: datetime, refresh_s: float | None = None
             ) -> tuple[Action, ChannelStatus]:
-    if not record.fingerprint.kind.fleet_wide and record.severity.level < notify_on.level:
+    if not record.fingerprint.kind.always_sent and record.severity.level < notify_on.level:
         return Action.HOLD, ChannelStatus.SKIPPED_BELOW_THRESHOLD
     if facts.inhibited_by is not None:
         return Action.HOLD, ChannelStatus.INHIBITED

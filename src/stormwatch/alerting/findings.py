@@ -5,11 +5,12 @@
 ``since_start_ns`` is measured from the earliest session start in the document (else its
 earliest sample or marker). Besides the indicators it keeps the job's first OOM marker (``oom``,
 kind ``oom``) and where each rank ran (``placements``: rank, host, device id), which alert
-inhibition needs. A job diagnosed as several sessions (model.json ``attempts``) is told by its
-worst attempt: the verdict is already the job's worst, the indicators are that attempt's first
-causes, and ``attempt`` names it (an OOM in an earlier attempt is the job's even when its latest
-attempt is clean). :func:`finding_to_json` and :func:`finding_from_json` carry a finding through
-the alert state.
+inhibition needs, and one ``leak`` fact per rank whose growth figure (model.json ``fleet.growth``)
+says it leaks (``leaks``, :mod:`.leak_findings`). A job diagnosed as several sessions (model.json
+``attempts``) is told by its worst attempt: the verdict is already the job's worst, the indicators
+are that attempt's first causes, and ``attempt`` names it (an OOM in an earlier attempt is the
+job's even when its latest attempt is clean). :func:`finding_to_json` and :func:`finding_from_json`
+carry a finding through the alert state.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormwatch.alerting.kinds import FLEET_KINDS, KIND_LABELS, AlertKind
+from stormwatch.alerting.leak_findings import growth_of_document, leak_signal, leak_text
 from stormwatch.alerting.plain_text import format_offset_ns, format_time_ns
 from stormwatch.analysis.model import IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
@@ -28,8 +30,9 @@ from stormwatch.severity import Severity
 @dataclass(frozen=True)
 class IndicatorFact:
     """One fact of a job: a first-cause indicator (``kind``: an :class:`~stormwatch.analysis.model.IndicatorKind`
-    value), or another :class:`~.kinds.AlertKind` value (``oom``, ``missing_ranks``, ``regression``,
-    ``suspect_host``). ``timestamp_ns``: ns since the Unix epoch; ``since_start_ns``: from the job's start."""
+    value), or another :class:`~.kinds.AlertKind` value (``oom``, ``missing_ranks``, ``leak``, ``regression``,
+    ``suspect_host``, ``capacity``; a regression's or capacity warning's rank is the one that set the
+    value, -1 when unknown). ``timestamp_ns``: ns since the Unix epoch; ``since_start_ns``: from the job's start."""
 
     kind: str
     rank: int
@@ -46,15 +49,19 @@ class IndicatorFact:
 
     @property
     def where(self) -> str:
-        """``rank 3``; a suspect host's ``device 3``; a regression is the job's, ``all ranks``."""
+        """``rank 3``; a suspect host's ``device 3``; a regression or capacity warning of unknown rank is
+        the job's, ``all ranks``."""
         if self.kind == AlertKind.SUSPECT_HOST:
             return f"device {self.rank}"
-        return "all ranks" if self.kind == AlertKind.REGRESSION else f"rank {self.rank}"
+        fleet = self.kind in (AlertKind.REGRESSION, AlertKind.CAPACITY)
+        return "all ranks" if fleet and self.rank < 0 else f"rank {self.rank}"
 
     @property
     def when(self) -> str:
         if self.kind in FLEET_KINDS:  # no moment of its own: the history says it
             return "over the last nights" if self.kind == AlertKind.SUSPECT_HOST else "against earlier runs"
+        if self.kind == AlertKind.LEAK:
+            return "over the run"  # a slope over the run's steady state, not a moment
         offset = "" if self.since_start_ns is None else f" ({format_offset_ns(self.since_start_ns)} after start)"
         return format_time_ns(self.timestamp_ns) + offset
 
@@ -100,6 +107,7 @@ class JobFinding:
     placements: tuple[tuple[int, str, int | None], ...] = ()  # (rank, host, device id), known hosts only
     host: str | None = None  # a suspect-host finding's host (its device is the indicator's rank)
     attempt: AttemptRef | None = None  # a job of several sessions: the attempt the indicators come from
+    leaks: tuple[IndicatorFact, ...] = ()  # one ``leak`` fact per leaking rank, rank order
 
     def rank_at(self, rank: int) -> tuple[str, int | None] | None:
         """(host, device id) where ``rank`` ran, if known."""
@@ -126,6 +134,7 @@ class JobFinding:
             if worst is not None and worst.get("default") is not True:  # an earlier (or other) attempt is worse
                 indicators = _attempt_indicators(worst, attempt, started)
             verdict = document["verdict"]
+            placements = _placements(document)
             return cls(
                 job_id=str(document["job_id"]),
                 verdict=str(verdict["status"]),
@@ -136,8 +145,9 @@ class JobFinding:
                 started_at_ns=started,
                 report_url=report_url,
                 oom=_first_oom(model, started) or _attempt_oom(document, started),
-                placements=_placements(document),
+                placements=placements,
                 attempt=attempt,
+                leaks=_leaks(document, placements, started),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a stormwatch model.json document: {type(exc).__name__}: {exc}") from None
@@ -250,6 +260,22 @@ def _placements(document: Mapping[str, Any]) -> tuple[tuple[int, str, int | None
     return tuple(out)
 
 
+def _leaks(document: Mapping[str, Any], placements: tuple[tuple[int, str, int | None], ...],
+           started_ns: int | None) -> tuple[IndicatorFact, ...]:
+    """A warning of kind ``leak`` per rank whose growth figure says it leaks (rank order), at the job's start."""
+    where = {rank: (host, device) for rank, host, device in placements}
+    facts = []
+    for growth in sorted(growth_of_document(document), key=lambda item: item.rank):
+        if not growth.leak:
+            continue
+        host, device = where.get(growth.rank, (None, None))
+        facts.append(IndicatorFact(kind=AlertKind.LEAK.value, rank=growth.rank, severity=Severity.WARNING,
+                                   signal=leak_signal(growth.rank), timestamp_ns=started_ns or 0, phase_path=None,
+                                   details=leak_text(growth, host=host, device_id=device),
+                                   since_start_ns=None if started_ns is None else 0))
+    return tuple(facts)
+
+
 def fact_to_json(fact: IndicatorFact) -> dict[str, Any]:
     return {"kind": fact.kind, "rank": fact.rank, "severity": fact.severity.value, "signal": fact.signal,
             "timestamp_ns": fact.timestamp_ns, "phase_path": fact.phase_path, "details": fact.details,
@@ -271,7 +297,8 @@ def finding_to_json(job: JobFinding) -> dict[str, Any]:
             "expected_ranks": job.expected_ranks, "started_at_ns": job.started_at_ns, "report_url": job.report_url,
             "oom": None if job.oom is None else fact_to_json(job.oom),
             "placements": [list(item) for item in job.placements], "host": job.host,
-            "attempt": None if job.attempt is None else job.attempt.as_json()}
+            "attempt": None if job.attempt is None else job.attempt.as_json(),
+            **({"leaks": [fact_to_json(item) for item in job.leaks]} if job.leaks else {})}
 
 
 def finding_from_json(item: Mapping[str, Any]) -> JobFinding:
@@ -288,4 +315,5 @@ def finding_from_json(item: Mapping[str, Any]) -> JobFinding:
                          for rank, where, device in item.get("placements", ())),
         host=None if host is None else str(host),
         attempt=None if attempt is None else AttemptRef.from_json(attempt),
+        leaks=tuple(fact_from_json(fact) for fact in item.get("leaks", ())),
     )

@@ -40,9 +40,11 @@ class Outgoing:
 
 
 def inhibited_line(record: AlertRecord) -> str:
-    """``job x: Most severe alert:critical on rank 2 (critical)``."""
+    """``job x: Most severe alert:critical on rank 2 (critical)``; a regression says what it is
+    (``...: hidden gap peak bytes 9.00 GiB is 300% above ...; explained by suspect device node-bad/2``)."""
     fact = record.fact
-    return f"job {record.job.job_id}: {fact.label} {fact.signal} on {fact.where} ({record.severity.value})"
+    line = f"job {record.job.job_id}: {fact.label} {fact.signal} on {fact.where} ({record.severity.value})"
+    return f"{line}: {fact.details}" if fact.kind == AlertKind.REGRESSION and fact.details else line
 
 
 def _inhibited(records: Sequence[AlertRecord], inhibitions: Inhibitions, book: Mapping[Fingerprint, AlertRecord]
@@ -66,7 +68,7 @@ def _firing_entry(records: Sequence[AlertRecord], actions: Mapping[Fingerprint, 
     first = records[0]
     state = EntryState.NEW if any(actions[r.fingerprint] is Action.SEND_NEW for r in records) \
         else EntryState.STILL_FIRING
-    extra = tuple(r.fact for r in records if r.fingerprint.kind is AlertKind.OOM)
+    extra = tuple(r.fact for r in records if r.fingerprint.kind in (AlertKind.OOM, AlertKind.LEAK))
     inhibited = _inhibited(records, inhibitions, book)
     return Entry(state=state, job=first.job, job_name=first.fingerprint.job_name, extra=extra,
                  since=min(r.started_at for r in records), inhibited=inhibited, alerts=len(records))

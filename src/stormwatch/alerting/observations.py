@@ -150,6 +150,8 @@ def _job_observations(name: str, job: JobFinding) -> list[Observation]:
                              signal=AlertKind.MISSING_RANKS.value, timestamp_ns=0, phase_path=None,
                              details=f"ranks {job.missing_text} of {job.expected_ranks} missing", since_start_ns=None)
         out.append(_observed(Fingerprint(job_name=name, kind=AlertKind.MISSING_RANKS, signal=fact.signal), job, fact))
+    for fact in job.leaks:  # one alert per leaking rank (its signal names the rank)
+        out.append(_observed(Fingerprint(job_name=name, kind=AlertKind.LEAK, signal=fact.signal), job, fact))
     return out
 
 
@@ -159,8 +161,8 @@ def _fleet_observations(job: JobFinding, names: JobNamePattern) -> list[Observat
         if fact.kind == AlertKind.SUSPECT_HOST:
             fingerprint = Fingerprint(job_name="", kind=AlertKind.SUSPECT_HOST, signal=fact.signal, host=job.host or "",
                                       device=fact.rank)
-        elif fact.kind == AlertKind.REGRESSION:
-            fingerprint = Fingerprint(job_name=names.name_of(job.job_id), kind=AlertKind.REGRESSION, signal=fact.signal)
+        elif fact.kind in (AlertKind.REGRESSION, AlertKind.CAPACITY):
+            fingerprint = Fingerprint(job_name=names.name_of(job.job_id), kind=AlertKind(fact.kind), signal=fact.signal)
         else:
             continue
         out.append(_observed(fingerprint, job, fact))
@@ -185,7 +187,7 @@ def fingerprint_of_key(key: FindingKey, names: JobNamePattern) -> Fingerprint | 
 
 
 def is_fleet_finding(job: JobFinding) -> bool:
-    """A regression or suspect-device finding (:mod:`.fleet_findings`), not a job's own."""
+    """A regression, suspect-device or capacity finding (:mod:`.fleet_findings`), not a job's own."""
     return bool(job.indicators) and all(fact.kind in FLEET_KINDS for fact in job.indicators)
 
 

@@ -20,9 +20,11 @@ from stormwatch.outputs.verdict import VerdictStatus
 
 _FRAME_TIME = pa.timestamp("ns", tz="UTC")
 RUN_ORDER = ["audit_time", "job_started_ns", "job_id"]
-#: The columns regressions, suspects and trends read (half the file: read only these for them).
-ANALYTICS_COLUMNS = ("audit_id", "audit_time", "job_id", "job_name", "world_size", "host", "device_id",
-                     "peak_reserved_bytes", "hidden_gap_peak_bytes", "first_cause", "verdict", "job_started_ns")
+#: The columns regressions (and the rank that set them), suspects, trends and the capacity trend read
+#: (half the file: read only these for them).
+ANALYTICS_COLUMNS = ("audit_id", "audit_time", "job_id", "job_name", "world_size", "rank", "host", "device_id",
+                     "peak_reserved_bytes", "peak_device_used_bytes", "device_total_bytes", "hidden_gap_peak_bytes",
+                     "first_cause", "verdict", "job_started_ns", "leak")
 
 
 def history_frame(table: pa.Table) -> pd.DataFrame:

@@ -35,6 +35,21 @@ def _max(table: pa.Table, column: str) -> Any:
     return pc.max(table.column(column)).as_py() if table.num_rows else None
 
 
+def _carrier(table: pa.Table, column: str) -> dict[str, Any]:
+    """The rank row holding ``column``'s maximum (the lowest such rank, then the first row), as
+    :class:`Regression` members: the rule of :func:`~stormwatch.history.regressions.value_carriers`."""
+    if "rank" not in table.column_names:
+        return {"rank": None, "host": None, "device_id": None}
+    held = table.filter(pc.equal(table.column(column), pc.max(table.column(column))))
+    if not held.num_rows:
+        return {"rank": None, "host": None, "device_id": None}
+    first = int(pc.index(held.column("rank"), pc.min(held.column("rank"))).as_py())
+    row = {name: held.column(name)[first].as_py() if name in held.column_names else None
+           for name in ("rank", "host", "device_id")}
+    return {"rank": row["rank"], "host": None if row["host"] is None else str(row["host"]),
+            "device_id": row["device_id"]}
+
+
 def judge_run(
     job_id: str, own_rows: pa.Table, earlier_runs: pd.DataFrame | None, *, thresholds: RegressionThresholds
 ) -> tuple[Regression, ...]:
@@ -62,7 +77,7 @@ def judge_run(
             value_bytes=int(value), baseline_bytes=None if median is None else int(round(median)),
             change_pct=None if not median else float((value / median - 1) * 100), baseline_runs=len(earlier),
             status=status, mad_bytes=None if mad is None else int(round(mad)),
-            earlier_bytes=tuple(int(item) for item in earlier),
+            earlier_bytes=tuple(int(item) for item in earlier), **_carrier(own_rows, metric.value),
         ))
     return tuple(sorted(found, key=lambda item: item.metric.value))  # as find_regressions orders them
 

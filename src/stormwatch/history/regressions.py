@@ -10,6 +10,14 @@ With fewer than ``min_runs`` the status is ``no_baseline``. Otherwise, with ``me
 
 A run without a value for a metric gets no row for it. Cost: one sort of the runs, then
 O(runs · ``runs``) for the runs asked about.
+
+Each regression names the rank that set its value (the run's maximum: among the ranks of the
+run's latest audit holding it, the lowest rank) and where that rank ran (``host``, ``device_id``),
+found by one ``idxmax`` per run (:func:`value_carriers`). When that device is a suspect of the same
+audit (:mod:`.suspects`), the regression is the device's, not the job's: ``explained_by_suspect``
+(set by :func:`~.sections.compare_fleet`, which knows the audit's suspects). Likewise a peak
+reserved regression whose rank leaked in that run (its history row's ``leak``) is the leak's:
+``explained_by_leak``, told inside the leak's alert, not as a second alert.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stormwatch.history.frame import job_runs
+from stormwatch.history.frame import job_runs, latest_rows
 from stormwatch.outputs.json_members import Members
 
 
@@ -72,6 +80,24 @@ class Regression:
     status: RegressionStatus
     mad_bytes: int | None
     earlier_bytes: tuple[int, ...]
+    rank: int | None = None  # the rank whose value is the run's (None: unknown, e.g. rows without ranks)
+    host: str | None = None  # where that rank ran
+    device_id: int | None = None
+    explained_by_suspect: bool = False  # that (host, device) is a suspect of the same audit
+    explained_by_leak: bool = False  # peak reserved set by a rank whose memory leaked in that run
+
+    @property
+    def carrier_text(self) -> str | None:
+        """``explained by suspect device node-bad/2``; else ``set by rank 2 on node-bad GPU 2`` (None: no rank)."""
+        device = "?" if self.device_id is None else str(self.device_id)
+        if self.explained_by_suspect:
+            return f"explained by suspect device {self.host}/{device}"
+        if self.explained_by_leak:
+            return f"explained by the leak on rank {self.rank}"
+        if self.rank is None:
+            return None
+        place = "" if self.host is None else f" on {self.host} GPU {device}"
+        return f"set by rank {self.rank}{place}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -79,11 +105,14 @@ class Regression:
             "metric": self.metric.value, "value_bytes": self.value_bytes, "baseline_bytes": self.baseline_bytes,
             "change_pct": self.change_pct, "baseline_runs": self.baseline_runs, "status": self.status.value,
             "mad_bytes": self.mad_bytes, "earlier_bytes": list(self.earlier_bytes),
+            "rank": self.rank, "host": self.host, "device_id": self.device_id,
+            "explained_by_suspect": self.explained_by_suspect, "explained_by_leak": self.explained_by_leak,
         }
 
     @classmethod
     def from_json(cls, members: Members) -> Regression:
-        """What :meth:`as_json` wrote; raises :class:`~stormwatch.outputs.json_members.MemberError`
+        """What :meth:`as_json` wrote (before the carrier was recorded too: ``rank``, ``host``,
+        ``device_id`` None, not explained); raises :class:`~stormwatch.outputs.json_members.MemberError`
         naming a malformed member."""
         return cls(
             job_id=members.text("job_id"), job_name=members.text("job_name"),
@@ -93,6 +122,10 @@ class Regression:
             change_pct=members.optional_number("change_pct"), baseline_runs=members.integer("baseline_runs"),
             status=members.enum("status", RegressionStatus, "a regression status"),
             mad_bytes=members.optional_integer("mad_bytes"), earlier_bytes=members.integers("earlier_bytes"),
+            rank=members.optional_integer("rank"), host=members.optional_text("host"),
+            device_id=members.optional_integer("device_id"),
+            explained_by_suspect=members.flag("explained_by_suspect", False),
+            explained_by_leak=members.flag("explained_by_leak", False),
         )
 
 
@@ -106,6 +139,37 @@ def judge(value: float, earlier: np.ndarray, thresholds: RegressionThresholds) -
     mad = float(np.median(np.abs(earlier - median)))
     regressed = value > median * (1 + thresholds.min_change) and value > median + thresholds.mad_factor * mad
     return (RegressionStatus.REGRESSION if regressed else RegressionStatus.OK), median, mad
+
+
+#: What :func:`value_carriers` gives per job: the rank holding the value and where it ran.
+CARRIER_COLUMNS = ("rank", "host", "device_id")
+
+
+def value_carriers(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per job id (the index), the rank row holding the maximum of ``column`` over ``rows`` (rank rows
+    of one audit per job): ``rank``, ``host``, ``device_id`` (NaN when unknown). Ties: the lowest
+    rank, then the first row. Jobs without a value are left out; one stable sort and one ``idxmax``."""
+    if rows.empty or "rank" not in rows.columns:
+        return pd.DataFrame(columns=list(CARRIER_COLUMNS), index=pd.Index([], name="job_id"))
+    valued = rows.loc[rows[column].notna()]
+    if valued.empty:
+        return pd.DataFrame(columns=list(CARRIER_COLUMNS), index=pd.Index([], name="job_id"))
+    valued = valued.sort_values("rank", kind="stable")
+    job_ids = valued["job_id"].astype(object)
+    chosen = valued[column].astype(float).groupby(job_ids.to_numpy(), sort=False).idxmax()
+    found = valued.loc[chosen.to_numpy(), ["rank", "host", "device_id"]]
+    found.index = pd.Index(chosen.index, name="job_id")
+    return found.astype({"host": object})
+
+
+def carrier_of(carriers: pd.DataFrame, job_id: str) -> dict[str, Any]:
+    """``rank``, ``host``, ``device_id`` of ``job_id`` in ``carriers`` (:func:`value_carriers`), as
+    :class:`Regression` members (None when unknown)."""
+    if job_id not in carriers.index:
+        return {"rank": None, "host": None, "device_id": None}
+    rank, host, device = carriers.loc[job_id, ["rank", "host", "device_id"]]
+    return {"rank": None if pd.isna(rank) else int(rank), "host": None if pd.isna(host) else str(host),
+            "device_id": None if pd.isna(device) else int(device)}
 
 
 def find_regressions(
@@ -124,8 +188,10 @@ def find_regressions(
     if job_ids is None:
         job_ids = set(runs.loc[runs["audit_time"] == runs["audit_time"].max(), "job_id"])
     wanted = set(job_ids)
+    rows = latest_rows(history.loc[history["job_id"].astype(object).isin(wanted)])  # a job's latest audit
     found: list[Regression] = []
     for metric in RegressionMetric:
+        carriers = value_carriers(rows, metric.value)
         valued = runs.loc[runs[metric.value].notna()]
         valued = valued.sort_values(["job_name", "world_size"], na_position="first", kind="stable")
         position = valued.groupby(["job_name", "world_size"], dropna=False, sort=False).cumcount().to_numpy()
@@ -147,5 +213,6 @@ def find_regressions(
                 status=status,
                 mad_bytes=None if mad is None else int(round(mad)),
                 earlier_bytes=tuple(int(value) for value in earlier),
+                **carrier_of(carriers, str(run["job_id"])),
             ))
     return tuple(sorted(found, key=lambda item: (item.job_id, item.metric.value)))

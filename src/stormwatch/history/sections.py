@@ -2,22 +2,34 @@
 
 ``trends`` (per night, the history window), ``regressions`` (the latest run of every job name,
 where it regressed), ``suspect_hosts`` (the last nights' hosts and devices holding first causes
-far above the fleet's rate) and ``coverage`` (the fleet's rows summed). Pure: the caller reads
-the history and writes fleet.json.
+far above the fleet's rate), ``capacity`` (job names whose peak is projected to outgrow their
+device within a few runs, :mod:`.capacity_trend`) and ``coverage`` (the fleet's rows summed).
+Pure: the caller reads the history and writes fleet.json.
+
+A regression whose value was set by a rank on one of tonight's suspect devices is the device's:
+it stays in ``regressions`` with ``explained_by_suspect`` true (the pages say "explained by suspect
+device node-bad/2"), and its alert is inhibited by the device's (:mod:`stormwatch.alerting.inhibition`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
+from stormwatch.history.capacity_trend import CapacityThresholds, CapacityWarning, find_capacity_warnings
 from stormwatch.history.frame import in_window, job_runs
-from stormwatch.history.regressions import Regression, RegressionStatus, RegressionThresholds, find_regressions
+from stormwatch.history.regressions import (
+    Regression,
+    RegressionMetric,
+    RegressionStatus,
+    RegressionThresholds,
+    find_regressions,
+)
 from stormwatch.history.suspects import Suspect, SuspectThresholds, find_suspects
 from stormwatch.history.trends import nightly_trends
 
@@ -29,13 +41,40 @@ class FleetComparisons:
     trends: tuple[dict[str, Any], ...]
     regressions: tuple[Regression, ...]
     suspects: tuple[Suspect, ...]
+    capacity: tuple[CapacityWarning, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
             "trends": list(self.trends),
             "regressions": [item.as_json() for item in self.regressions],
             "suspect_hosts": [item.as_json() for item in self.suspects],
+            "capacity": [item.as_json() for item in self.capacity],
         }
+
+
+def attributed(regressions: tuple[Regression, ...], suspects: tuple[Suspect, ...], *,
+               leaking: frozenset[tuple[str, int]] = frozenset()) -> tuple[Regression, ...]:
+    """``regressions`` with those whose value a rank on a suspect device set marked ``explained_by_suspect``,
+    and the peak reserved ones set by a rank in ``leaking`` ((job id, rank) pairs) ``explained_by_leak``."""
+    devices = {(item.host, item.device_id) for item in suspects}
+    out = []
+    for item in regressions:
+        if item.host is not None and (item.host, item.device_id) in devices:
+            item = replace(item, explained_by_suspect=True)
+        elif (item.metric is RegressionMetric.PEAK_RESERVED and item.rank is not None
+              and (item.job_id, item.rank) in leaking):
+            item = replace(item, explained_by_leak=True)
+        out.append(item)
+    return tuple(out)
+
+
+def leaking_ranks(rows: pd.DataFrame, job_ids: Collection[str]) -> frozenset[tuple[str, int]]:
+    """(job id, rank) of the rows of ``job_ids`` whose memory leaked (history column ``leak``; absent
+    in files written before it: none)."""
+    if "leak" not in rows.columns or rows.empty:
+        return frozenset()
+    leaked = rows.loc[rows["leak"].fillna(False).astype(bool) & rows["job_id"].isin(list(job_ids))]
+    return frozenset(zip(leaked["job_id"].astype(str), leaked["rank"].astype(int), strict=True))
 
 
 def compare_fleet(
@@ -45,6 +84,7 @@ def compare_fleet(
     trend_days: int,
     regression: RegressionThresholds,
     suspects: SuspectThresholds,
+    capacity: CapacityThresholds | None = None,
 ) -> FleetComparisons:
     """``history``: every row read for this audit plus its own rows (later rows are ignored)."""
     current = in_window(history, as_of=as_of, days=None)
@@ -55,7 +95,10 @@ def compare_fleet(
     regressed = tuple(item for item in find_regressions(current, job_ids=latest, thresholds=regression)
                       if item.status is RegressionStatus.REGRESSION)
     trends = tuple(trend.as_json() for trend in nightly_trends(in_window(current, as_of=as_of, days=trend_days)))
-    return FleetComparisons(trends, regressed, find_suspects(current, as_of=as_of, thresholds=suspects))
+    found = find_suspects(current, as_of=as_of, thresholds=suspects)
+    leaking = leaking_ranks(current, {item.job_id for item in regressed})
+    return FleetComparisons(trends, attributed(regressed, found, leaking=leaking), found,
+                            find_capacity_warnings(current, thresholds=capacity))
 
 
 #: Coverage counts summed over the fleet's jobs (a job written before a count existed adds 0).
