@@ -60,6 +60,8 @@ class RegressionRow:
     baseline: str
     change: str
     baseline_runs: str
+    owner: str = ""  # "explained by suspect device node-bad/2", "rank 3 (node-01, GPU 2)" or "" (not known)
+    explained: bool = False  # a suspect device explains it: the device's problem, not the job's
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,25 @@ def _regression(item: Mapping[str, Any], hrefs: Mapping[str, str | None]) -> Reg
         baseline=_bytes(item.get("baseline_bytes")),
         change=format_percent(item.get("change_pct"), signed=True),
         baseline_runs=_count(item.get("baseline_runs")),
+        owner=regression_owner(item),
+        explained=item.get("explained_by_suspect") is True or item.get("explained_by_leak") is True,
     )
+
+
+def regression_owner(item: Mapping[str, Any]) -> str:
+    """What carried a regression's value: ``explained by suspect device node-bad/2`` when a suspect device
+    did, else ``rank 3 (node-01, GPU 2)``; "" when fleet.json does not say (written before issue 30)."""
+    host = item.get("host") if isinstance(item.get("host"), str) and item.get("host") else None
+    device, rank = as_int(item.get("device_id")), as_int(item.get("rank"))
+    if item.get("explained_by_suspect") is True:
+        return f"explained by suspect device {host or 'unknown'}/{'?' if device is None else device}"
+    place = ", ".join(part for part in (host, None if device is None else "CPU" if device < 0 else f"GPU {device}")
+                      if part)
+    if rank is None:
+        return f"on {place}" if place else ""
+    if item.get("explained_by_leak") is True:
+        return f"explained by the leak on rank {rank}"
+    return f"rank {rank}" + (f" ({place})" if place else "")
 
 
 def _suspect(item: Mapping[str, Any]) -> SuspectRow:

@@ -23,12 +23,14 @@ from markupsafe import Markup
 
 from stormwatch.outputs.document import JobDocument
 from stormwatch.reports.fleetdata import fleet_data
+from stormwatch.reports.fleetheadroom import fleet_headroom_view
 from stormwatch.reports.fleetintel import fleet_intel
 from stormwatch.reports.fleetview import PAGE_SIZE, fleet_view
 from stormwatch.reports.jobattempts import PageNav, job_attempts
 from stormwatch.reports.jobcuts import job_cuts
 from stormwatch.reports.jobdetail import detailed
 from stormwatch.reports.jobfleet import job_fleet
+from stormwatch.reports.jobgrowth import job_growth
 from stormwatch.reports.jobview import job_view
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -96,16 +98,19 @@ def render_job(document: JobDocument, *, nav: PageNav | None = None, detail: Job
     extra = None if shown is document else shown
     session = None if extra is None else extra.selected_session_id
     return _page("job.html.j2", script_name=None, job=job_view(document, detail=extra),
-                 fleet=job_fleet(document, detailed=extra), attempts=job_attempts(document, detailed=session),
+                 fleet=job_fleet(document, detailed=extra), growth=job_growth(document, detailed=extra),
+                 attempts=job_attempts(document, detailed=session),
                  cuts=job_cuts(document, detailed=session), nav=nav or PageNav())
 
 
 def render_index(fleet: Mapping[str, Any], *, jobs: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The fleet index page, from the parsed fleet.json: the first page of jobs as HTML, every
     job in the JSON data block that the page's script pages, sorts and filters; above them the fleet's
-    trends, regressions, suspect hosts and coverage when fleet.json has them. ``jobs``: the window's
+    GPU memory headroom, and below them its trends, regressions, suspect hosts and coverage, when
+    fleet.json has them. ``jobs``: the window's
     runs (fleet.json rows: what fleet.json's ``jobs`` holds when None)."""
     view = fleet_view(fleet if jobs is None else {**fleet, "jobs": jobs})
     intel = fleet_intel(fleet, {row.job_id: row.report_href for row in view.rows})
     return _page("index.html.j2", script_name="index.js", fleet=view, intel=intel, page_size=PAGE_SIZE,
+                 headroom=fleet_headroom_view(fleet),
                  data=script_json(fleet_data(view.rows)))

@@ -2,7 +2,8 @@
 
 A signal is the code a finding carries (``alert:error``, ``gap:persistent_drift``,
 ``gap_ratio_breach``, ``collective:collective_confident``) or the name of a job- or fleet-level
-finding (an OOM, missing ranks, a regression, a peer outlier, a suspect device). Pages lead with
+finding (an OOM, missing ranks, a memory leak, a regression, a peer outlier, a suspect device, a
+job name nearing its device's capacity). Pages lead with
 the :attr:`SignalText.title` and show the code beside it; the :attr:`SignalText.meaning` (one
 sentence) goes on hover and in the docs. A code this table does not know (a newer engine's, or
 telemetry's own alert type) still gets a title made from it, never an empty one.
@@ -85,6 +86,12 @@ _TABLE: tuple[SignalText, ...] = (
                "Jobs placed on this host's device show more hidden memory than the same jobs elsewhere."),
     SignalText("suspect_host", SignalFamily.FLEET, "Suspect host",
                "Jobs placed on this host show more hidden memory than the same jobs elsewhere."),
+    SignalText("leak", SignalFamily.JOB, "Memory leak",
+               "This rank's memory kept growing after warm-up, significantly and faster than the leak "
+               "threshold, so at that rate it would run out of device memory."),
+    SignalText("capacity", SignalFamily.FLEET, "Nearing capacity",
+               "This job name's peak memory rose run after run toward its device's capacity; at that trend "
+               "a coming run needs more than the device holds."),
 )
 
 SIGNALS: dict[str, SignalText] = {item.code: item for item in _TABLE}

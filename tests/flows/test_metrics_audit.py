@@ -68,6 +68,9 @@ def test_an_audit_pushes_its_fleet_to_prometheus_through_the_pushgateway(
         assert all(0.0 < value < 1.0 for value in headroom.values())
         peaks = by_label(prometheus.query("stormwatch_job_peak_reserved_bytes"), "job_name")
         assert set(peaks) == {"llama", "bert", "etl"} and all(value > 0 for value in peaks.values())
+        unused = prometheus.query("stormwatch_fleet_unused_gpu_memory_byte_seconds")  # issue 30: fleet headroom
+        assert [float(item["value"][1]) for item in unused] == [
+            pytest.approx(fleet["headroom"]["unused_gib_hours"] * 2**30 * 3600)]
 
         text = (root / "reports" / "metrics.prom").read_text()  # the same metrics, on disk
         families = openmetrics_families(text)

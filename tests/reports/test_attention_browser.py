@@ -360,3 +360,64 @@ def test_each_check_fails_on_a_page_that_breaks_it(
     with open_at(browser, path, PHONE) as loaded:
         problems = check(loaded)
     assert bool(problems) is fails, problems
+
+
+# --- issue 30: leaks, capacity warnings and growth on the pages -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def growth_pages(clean_doc: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """An index whose attention list holds a critical OOM job, a leak, a capacity warning and two owned
+    regressions (:func:`~tests.reports.growth_builders.growth_fleet`), and a job page with leaking ranks."""
+    from stormwatch.reports import render_index, render_job
+    from tests.reports.builders import read
+    from tests.reports.growth_builders import growth_document, growth_fleet
+
+    root = tmp_path_factory.mktemp("attention-growth")
+    (root / "index.html").write_text(render_index(growth_fleet()), encoding="utf-8")
+    (root / "leaky-1").mkdir()
+    (root / "leaky-1" / "report.html").write_text(render_job(read(growth_document(clean_doc))), encoding="utf-8")
+    return {"index": root / "index.html", "job": root / "leaky-1" / "report.html"}
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=_viewport_id)
+def test_leaks_and_capacity_warnings_need_attention_and_the_index_stays_axe_clean(
+    browser: Any, growth_pages: dict[str, Path], screenshots: list[Path], viewport: Viewport,
+) -> None:
+    facts = ap.inspect_page(browser, growth_pages["index"], viewport, index=True,
+                            screenshot=_shot(screenshots, "growth", viewport, "index"),
+                            first_screen=_shot(screenshots, "growth", viewport, "index-first-screen"))
+    found = facts.attention
+    assert found is not None
+    lines = found["lines"]
+    titles = [signal["title"] for line in lines for signal in line["signals"]]
+    assert "Memory leak" in titles and "Nearing capacity" in titles, titles
+    severities = [line["severity"] for line in lines]
+    order = {"critical": 0, "warning": 1, "info": 2}
+    assert severities[0] == "critical" and severities == sorted(severities, key=order.__getitem__), severities
+    leak = next(line for line in lines if "Memory leak" in line["text"])
+    assert leak["hrefs"] == ["leaky-1/report.html"] and "would run out of the 80 GiB device 3.4 h after start" in (
+        leak["text"])
+    capacity = next(line for line in lines if "Nearing capacity" in line["text"])
+    assert capacity["hrefs"] == ["train-c-11/report.html"] and "within 3 runs" in capacity["text"]
+    explained = [line for line in lines if "explained by suspect device node-bad/2" in line["text"]]
+    assert [line["severity"] for line in explained] == ["info"]
+    assert ap.signal_problems(found, job_ids={"oom-job", "leaky-1", "train-b-12", "train-c-11", "llama-7b"}) == []
+    assert ap.box_in_first_screen(lines[0]["box"], viewport)
+    assert facts.axe == [] and facts.errors == [] and facts.foreign_requests == []
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=_viewport_id)
+def test_a_job_page_with_leaks_leads_with_them_and_stays_axe_clean(
+    browser: Any, growth_pages: dict[str, Path], screenshots: list[Path], viewport: Viewport,
+) -> None:
+    facts = ap.inspect_page(browser, growth_pages["job"], viewport, index=False,
+                            screenshot=_shot(screenshots, "growth", viewport, "job-leaky-1"),
+                            first_screen=_shot(screenshots, "growth", viewport, "job-leaky-1-first-screen"))
+    assert facts.axe == [] and facts.clipped == [] and facts.errors == []
+    with open_at(browser, growth_pages["job"], viewport) as loaded:
+        leaks = ap.element(loaded, "#leak-lines")
+        table = ap.element(loaded, "table.growth")
+    assert leaks is not None and ap.box_in_first_screen(leaks["box"], viewport), leaks
+    assert "Memory leak" in leaks["text"] and "rank 0" in leaks["text"]
+    assert table is not None and "No growth figure: no device capacity recorded" in table["text"]

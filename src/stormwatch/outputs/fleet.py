@@ -16,7 +16,8 @@ without ``attempts`` is one session: the one it names (``selected_session_id``).
 
 A job's fleet facts (model.json's ``fleet`` member, see :mod:`stormwatch.peers`) reach
 both: a fleet.json row carries its ``outlier_ranks`` and ``coverage``; each fleet.parquet
-rank row its identity and peaks (:data:`FACT_COLUMNS`) and whether it is an ``outlier``.
+rank row its identity and peaks (:data:`FACT_COLUMNS`) and whether it is an ``outlier`` (its growth
+columns come from the rank row's ``growth``: :mod:`stormwatch.history.fleet_table`).
 Documents written before the ``fleet`` member existed give empty outliers, no coverage,
 and missing (NA) facts and ``outlier`` cells.
 
@@ -24,6 +25,13 @@ The files whose last record was cut short (model.json's top-level ``cut_short``,
 :mod:`stormwatch.outputs.cut_short`) reach the fleet.json row as ``cut_short``: per file its
 ``rank``, ``file`` (relative to the job folder), ``at_s``, ``session_id`` and ``dropped_bytes``
 (empty for a clean job, and for documents written before the member existed).
+
+Headroom and growth (issue 30, :mod:`stormwatch.growth`) reach the fleet.json row as
+``used_percent`` (the fullest rank's peak use / device total × 100), ``unused_gib_hours`` (Σ over
+ranks of (device total − peak use) × the rank's span, in GiB·hours), ``leaks`` (how many ranks leak;
+null when growth was not measured) and ``leak`` (the leaking rank soonest to run out:
+:data:`LEAK_FIELDS`, null without one). A null one is left out of the row's JSON, as rows written
+before issue 30 lack them all: readers take a missing member as null.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import Any
 
 import pandas as pd
 
+from stormwatch.growth.headroom import job_headroom
 from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.document_attempts import session_rank_rows
 from stormwatch.outputs.fleet_causes import row_causes
@@ -80,6 +89,10 @@ class FleetRow:
     committed_at: str | None = None  # ISO 8601 wall-clock time its commit was written; None: before commits
     output_bytes: dict[str, int] | None = None  # size of each report file written ({"model.json": n, ...})
     notified_at: str | None = None  # when a notify step that ran to its end observed this run; None: not yet
+    used_percent: float | None = None  # the fullest rank's peak use / device total × 100 (growth.headroom)
+    unused_gib_hours: float | None = None  # Σ over ranks of (device total − peak use) × span, GiB·hours
+    leaks: int | None = None  # leaking ranks (fleet.growth); None: growth not measured
+    leak: dict[str, Any] | None = None  # the leaking rank soonest to run out: :data:`LEAK_FIELDS`
     rank_rows: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -127,10 +140,15 @@ class FleetRow:
         data["missing_ranks"] = list(self.missing_ranks)
         data["outlier_ranks"] = list(data["outlier_ranks"])
         data["cut_short"] = list(data["cut_short"])
+        for name in _OPTIONAL_JSON_FIELDS:  # unknown (no growth measured): left out, to keep fleet.json small
+            if data[name] is None:
+                del data[name]
         return data
 
 
 _JSON_FIELDS = tuple(name for name in FleetRow.__dataclass_fields__ if name != "rank_rows")
+#: Members a row's JSON leaves out when null (issue 30's: most rows have no leak).
+_OPTIONAL_JSON_FIELDS = ("used_percent", "unused_gib_hours", "leaks", "leak")
 
 
 def _verdict(value: Any) -> VerdictStatus | None:
@@ -180,7 +198,39 @@ def row_from_document(
         worst_attempt=worst.describe() if worst is not None and len(attempts) > 1 else None,
         cut_short=tuple({name: getattr(entry, name) for name in CUT_SHORT_FIELDS} for entry in document.cut_short),
         rank_rows=_rank_rows(document),
+        **_growth_fields(document),
     )
+
+
+#: What a fleet.json row's ``leak`` holds of its leaking rank soonest to run out (bytes per hour, seconds).
+LEAK_FIELDS = ("rank", "host", "device_id", "bytes_per_hour", "device_total_bytes", "capacity_after_start_s")
+
+
+def _growth_fields(document: JobDocument) -> dict[str, Any]:
+    """The row's headroom and leak members from the document's fleet facts (none without them)."""
+    if document.fleet is None:
+        return {}
+    facts = document.fleet.facts
+    headroom = job_headroom(facts.ranks, {item.rank: item.duration_ns for item in facts.growth})
+    fields: dict[str, Any] = {
+        "used_percent": None if headroom.used_percent is None else round(headroom.used_percent, 2),
+        "unused_gib_hours": round(headroom.unused_gib_hours, 3) if headroom.ranks_counted else None,
+    }
+    if not facts.growth:  # a document written before growth was measured: leaks unknown
+        return fields
+    leaking = sorted((item for item in facts.growth if item.leak),
+                     key=lambda item: (item.capacity_after_start_s or 0.0, item.rank))
+    places = {item.rank: item for item in facts.ranks}
+    fields["leaks"] = len(leaking)
+    if leaking:
+        first = leaking[0]
+        place = places.get(first.rank)
+        fields["leak"] = {"rank": first.rank, "host": None if place is None else place.host,
+                          "device_id": None if place is None else place.device_id,
+                          "bytes_per_hour": first.judged_bytes_per_hour,
+                          "device_total_bytes": first.device_total_bytes,
+                          "capacity_after_start_s": first.capacity_after_start_s}
+    return fields
 
 
 #: What a fleet.json row keeps of each of model.json's ``cut_short`` entries.

@@ -9,6 +9,11 @@ docs/metrics.md; in short:
   verdict as a number: :data:`VERDICT_CODES`), ``stormwatch_job_peak_reserved_bytes``,
   ``stormwatch_job_hidden_gap_peak_bytes`` and ``stormwatch_job_headroom_ratio``, the last three
   from the run's rank rows (none when fleet.parquet does not hold that run: it holds the window's);
+  ``stormwatch_job_leaking_ranks`` (fleet.json's row of that run: ``leaks``) and
+  ``stormwatch_job_capacity_warning`` (1 when fleet.json's ``capacity`` names the job name, else 0);
+- ``stormwatch_fleet_unused_gpu_memory_byte_seconds`` (fleet.json's ``headroom.unused_gib_hours`` in
+  base units: promtool refuses a metric named in hours) and ``stormwatch_fleet_jobs_under_half_gpu_memory``:
+  fleet.json's ``headroom`` (issue 30);
 - ``stormwatch_device_suspect{host,device}``: 1 for each suspect device (``suspect_hosts``);
 - ``stormwatch_job_names_omitted``, ``stormwatch_devices_omitted``: what the bounds below left out;
 - ``stormwatch_audit_timestamp_seconds``: when the audit ran (its ``--as-of`` time), in Unix seconds.
@@ -16,7 +21,7 @@ docs/metrics.md; in short:
 Cardinality is bounded: a job id is never a label value (one series per run would grow without end);
 at most :attr:`MetricsLimits.max_job_names` job names, the most severe verdicts first, then the most
 recently diagnosed; at most :attr:`MetricsLimits.max_devices` devices, and only suspect ones. So a
-push holds at most 4 × max_job_names + max_devices + 12 series, whatever the fleet's size. Pure.
+push holds at most 6 × max_job_names + max_devices + 14 series, whatever the fleet's size. Pure.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -34,6 +39,8 @@ from stormwatch.outputs.verdict import VerdictStatus
 
 #: ``stormwatch_job_verdict``'s values: the verdict's rank, 0 ``empty`` up to 4 ``critical``.
 VERDICT_CODES = {status.value: status.rank for status in VerdictStatus}
+#: One GiB held for one hour, in byte-seconds (the base units of the fleet's unused GPU memory).
+BYTE_SECONDS_PER_GIB_HOUR = float(2**30 * 3_600)
 #: fleet.parquet's hidden-gap peak column, by the name of each schema that has been written.
 _HIDDEN_GAP_COLUMNS = ("hidden_gap_peak_bytes", "hidden_gap_peak_abs_bytes")
 
@@ -66,6 +73,8 @@ class JobMetrics:
     peak_reserved_bytes: int | None
     hidden_gap_peak_bytes: int | None
     headroom_ratio: float | None
+    leaking_ranks: int | None = None  # ranks of that run that leak (fleet.json row's ``leaks``); None: unknown
+    capacity_warning: bool | None = None  # named in fleet.json's ``capacity`` (None: fleet.json has none)
 
 
 def _max_int(column: pd.Series | None) -> int | None:
@@ -86,9 +95,25 @@ def _headroom(rows: pd.DataFrame) -> float | None:
     return float(((total[known] - used[known]) / total[known]).min())  # the tightest rank's
 
 
-def job_metrics(latest: Mapping[str, Mapping[str, Any]], ranks: pd.DataFrame | None) -> list[JobMetrics]:
+def _leaks_by_job(jobs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """fleet.json rows' ``leaks`` by job id (rows without it, written before issue 30 or without growth,
+    are left out: unknown)."""
+    return {str(row.get("job_id")): int(row["leaks"]) for row in jobs
+            if isinstance(row, Mapping) and isinstance(row.get("leaks"), int) and not isinstance(row["leaks"], bool)}
+
+
+def _capacity_names(entries: Sequence[Any]) -> frozenset[str]:
+    return frozenset(str(item.get("job_name")) for item in entries
+                     if isinstance(item, Mapping) and item.get("job_name") is not None)
+
+
+def job_metrics(latest: Mapping[str, Mapping[str, Any]], ranks: pd.DataFrame | None, *,
+                jobs: Sequence[Mapping[str, Any]] = (), capacity: Sequence[Any] | None = None) -> list[JobMetrics]:
     """One :class:`JobMetrics` per job name of fleet.json's ``latest`` (its newest diagnosed run), measured
-    over that run's rows of ``ranks`` (fleet.parquet; None or without the run: no byte values)."""
+    over that run's rows of ``ranks`` (fleet.parquet; None or without the run: no byte values), with its
+    leaking ranks from fleet.json's ``jobs`` rows and its capacity warning from fleet.json's ``capacity``
+    (None: fleet.json has no such member, so no job name's warning is known)."""
+    leaks, warned = _leaks_by_job(jobs), None if capacity is None else _capacity_names(capacity)
     by_job: dict[str, pd.DataFrame] = {}
     if ranks is not None and len(ranks) and "job_id" in ranks:
         wanted = {str(entry.get("job_id")) for entry in latest.values()}
@@ -103,7 +128,9 @@ def job_metrics(latest: Mapping[str, Mapping[str, Any]], ranks: pd.DataFrame | N
             diagnosed_at=str(entry.get("diagnosed_at") or ""),
             peak_reserved_bytes=None if rows is None else _max_int(rows.get("peak_reserved_bytes")),
             hidden_gap_peak_bytes=None if rows is None or gap_column is None else _max_int(rows[gap_column]),
-            headroom_ratio=None if rows is None else _headroom(rows)))
+            headroom_ratio=None if rows is None else _headroom(rows),
+            leaking_ranks=leaks.get(str(entry.get("job_id"))),
+            capacity_warning=None if warned is None else str(name) in warned))
     return out
 
 
@@ -129,6 +156,10 @@ def bounded_devices(suspects: Sequence[Mapping[str, Any]], limit: int) -> tuple[
     return sorted(ordered[:limit]), len(ordered) - min(limit, len(ordered))
 
 
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _timestamp_s(document: Mapping[str, Any]) -> float | None:
     stamp = document.get("generated_at")
     if not stamp:
@@ -142,7 +173,12 @@ def fleet_families(document: Mapping[str, Any], ranks: pd.DataFrame | None, *,
     """The metric families of an audit's fleet.json ``document`` and fleet.parquet ``ranks`` (see the
     module docstring); a family with no value is left out, the counts never are."""
     summary: Mapping[str, Any] = document.get("summary") or {}
-    jobs, jobs_left = bounded_jobs(job_metrics(document.get("latest") or {}, ranks), limits.max_job_names)
+    capacity = document.get("capacity")
+    measured = job_metrics(document.get("latest") or {}, ranks, jobs=document.get("jobs") or (),
+                           capacity=capacity if isinstance(capacity, list | tuple) else None)
+    jobs, jobs_left = bounded_jobs(measured, limits.max_job_names)
+    headroom: Mapping[str, Any] = document.get("headroom") or {}
+    unused, under = headroom.get("unused_gib_hours"), headroom.get("jobs_under_half_count")
     devices, devices_left = bounded_devices(document.get("suspect_hosts") or (), limits.max_devices)
     name = ("job_name",)
 
@@ -167,6 +203,20 @@ def fleet_families(document: Mapping[str, Any], ranks: pd.DataFrame | None, *,
         gauge("stormwatch_job_headroom_ratio", "1 - peak device used / device total of the job name's newest "
               "diagnosed run, on its tightest rank; absent without a device total",
               per_job("headroom_ratio"), label_names=name, unit=Unit.RATIO),
+        gauge("stormwatch_job_leaking_ranks", "Ranks of the job name's newest diagnosed run whose memory leaks "
+              "(growth after warm-up significant and above the leak threshold); absent when growth was not measured",
+              per_job("leaking_ranks"), label_names=name),
+        gauge("stormwatch_job_capacity_warning", "1 when the job name's peak rises run after run toward its "
+              "device's capacity (fleet.json's capacity), else 0; absent before capacity trends were computed",
+              per_job("capacity_warning"), label_names=name),
+        gauge("stormwatch_fleet_unused_gpu_memory_byte_seconds", "GPU memory the fleet's current runs left unused, "
+              "in byte-seconds (divide by 2^30 * 3600 for GiB-hours): sum over ranks of (device total - peak use) "
+              "times the rank's span (fleet.json's headroom)",
+              [((), float(unused) * BYTE_SECONDS_PER_GIB_HOUR)] if _is_number(unused) else [],
+              unit=Unit.BYTE_SECONDS),
+        gauge("stormwatch_fleet_jobs_under_half_gpu_memory", "Current runs whose fullest rank used under 50 % of "
+              "its GPU's memory (fleet.json's headroom)",
+              [((), int(under))] if _is_number(under) else []),
         gauge("stormwatch_job_names_omitted", "Job names left out of the per-job metrics by the bound on labels",
               [((), jobs_left)]),
         gauge("stormwatch_device_suspect", "1 for a suspect (host, device): first causes land on it more often than "

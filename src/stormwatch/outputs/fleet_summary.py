@@ -9,9 +9,16 @@ Members:
   the index and in the runs files, not here;
 - ``latest``: per job name, its newest diagnosed run (``job_id``, ``verdict``, ``diagnosed_at``, ``night``);
 - ``attention``: of those ``jobs``, the runs that need a person (a job name's newest run when it
-  is critical or warning, and every failed run), critical first, then failed, then warning, newest
+  is critical or warning or has a leaking rank, and every failed run), critical first, then failed,
+  then warning, then leaking runs of another verdict, newest
   first within each; each with what a page needs to say why (its first causes, placed, see
   :mod:`stormwatch.outputs.fleet_causes`; its worst attempt and session; its missing ranks);
+- ``headroom`` (issue 30): over ``jobs``' rows, the GPU memory they left unused
+  (``unused_gib_hours``: Σ over ranks of (device total − peak use) × span, in GiB·hours), the rows
+  with a used percent (``jobs_counted``), and those whose fullest rank used under ``under_percent``
+  (50) % of its device: ``jobs_under_half_count`` and the first :data:`MAX_UNDER_HALF_LISTED`,
+  least used first, in ``jobs_under_half`` (``{job_id, used_percent, report}``). Each row carries
+  its own ``used_percent``, ``unused_gib_hours``, ``leaks`` and ``leak`` (:mod:`stormwatch.outputs.fleet`);
 - ``nights``: every stored night, newest first: its runs files (the partitions), run and verdict
   counts, and whether the window shows it;
 - the fleet-wide sections the audit computes (trends, regressions, ...), ``folded_at``.
@@ -29,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from stormwatch.growth.headroom import UNDER_HALF_PERCENT
 from stormwatch.outputs.fleet import FleetRow, JobStatus
 from stormwatch.outputs.verdict import VerdictStatus
 
@@ -38,7 +46,10 @@ COUNTED_COLUMNS = ("job_id", "job_name", "night", "status", "verdict", "diagnose
 _ATTENTION_ORDER = {(JobStatus.FAILED.value, None): 1, (None, VerdictStatus.CRITICAL.value): 0,
                     (None, VerdictStatus.WARNING.value): 2}
 _ATTENTION_FIELDS = ("job_id", "status", "verdict", "summary", "earliest", "most_severe", "report", "diagnosed_at",
-                     "error", "worst_attempt", "worst_session", "missing_ranks", "ranks_present", "ranks_expected")
+                     "error", "worst_attempt", "worst_session", "missing_ranks", "ranks_present", "ranks_expected",
+                     "leaks", "leak", "used_percent")
+#: Jobs listed by id in ``headroom.jobs_under_half`` (the least used first); the rest are counted.
+MAX_UNDER_HALF_LISTED = 100
 
 
 def counts(counted: pd.DataFrame) -> dict[str, int]:
@@ -62,6 +73,24 @@ def latest_by_name(counted: pd.DataFrame) -> dict[str, dict[str, Any]]:
             for item in newest.sort_values("job_name").itertuples(index=False)}
 
 
+def headroom(listed: Sequence[FleetRow]) -> dict[str, Any]:
+    """fleet.json's ``headroom`` over ``listed`` (each job name's newest run, as ``jobs`` lists them):
+    ``unused_gib_hours`` (Σ of the rows' GiB·hours of device memory left unused), ``jobs_counted``
+    (rows with a used percent), ``jobs_under_half_count`` and ``jobs_under_half`` (the first
+    :data:`MAX_UNDER_HALF_LISTED`, least used first: ``{job_id, used_percent, report}``)."""
+    counted = [row for row in listed if row.used_percent is not None]
+    under = sorted((row for row in counted if (row.used_percent or 0.0) < UNDER_HALF_PERCENT),
+                   key=lambda row: (row.used_percent, row.job_id))
+    return {
+        "unused_gib_hours": round(sum(row.unused_gib_hours or 0.0 for row in listed), 3),
+        "jobs_counted": len(counted),
+        "under_percent": UNDER_HALF_PERCENT,
+        "jobs_under_half_count": len(under),
+        "jobs_under_half": [{"job_id": row.job_id, "used_percent": row.used_percent, "report": row.report}
+                            for row in under[:MAX_UNDER_HALF_LISTED]],
+    }
+
+
 def _attention_rank(row: FleetRow) -> int | None:
     if row.status is JobStatus.FAILED:
         return _ATTENTION_ORDER[(JobStatus.FAILED.value, None)]
@@ -69,10 +98,11 @@ def _attention_rank(row: FleetRow) -> int | None:
 
 
 def attention(shown: Sequence[FleetRow]) -> list[dict[str, Any]]:
-    """The shown runs needing a person: critical, failed, warning; newest first within each."""
-    chosen = [(rank, row) for row in shown if (rank := _attention_rank(row)) is not None]
+    """The shown runs needing a person: critical, failed, warning, then a run whose ranks leak
+    whatever its verdict; newest first within each."""
+    chosen = [(rank, row) for row in shown if (rank := _attention_rank(row)) is not None or row.leaks]
     chosen.sort(key=lambda item: (item[1].diagnosed_at or ""), reverse=True)
-    chosen.sort(key=lambda item: item[0])
+    chosen.sort(key=lambda item: len(_ATTENTION_ORDER) if item[0] is None else item[0])
     return [_entry(row) for _, row in chosen]
 
 
@@ -134,6 +164,7 @@ def summary_document(
         "window": {"days": window_days, "since": since.isoformat(), "runs": len(shown)},
         "summary": counts(counted),
         "attention": attention(listed),
+        "headroom": headroom(listed),
         "latest": latest_by_name(counted),
         "nights": nights(counted, files, since=since),
         "jobs": [row.as_json() for row in listed],

@@ -36,6 +36,7 @@ class Unit(StrEnum):
     """The base units stormwatch's metrics are in (OpenMetrics: the name ends with ``_<unit>``)."""
 
     BYTES = "bytes"
+    BYTE_SECONDS = "byte_seconds"  # memory held over time (bytes × seconds): promtool's base units for GiB·hours
     RATIO = "ratio"
     SECONDS = "seconds"
 
