@@ -31,6 +31,7 @@ from stormwatch.outputs.fleet import JobStatus, failed_row
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.tasks.audit_job import AuditOptions, JobOutcome, failed_outcome
 from stormwatch.tasks.commit_outcomes import commit_task
+from stormwatch.tasks.engine_pool import EngineMode
 from stormwatch.tasks.job_alone import audit_one_alone
 from stormwatch.tasks.retry import DIAGNOSE_JOB_RETRY, is_transient
 from stormwatch.tasks.storage.job_ids import InvalidJobIdError
@@ -56,7 +57,9 @@ def diagnose_one(settings: StorageSettings, job_id: str, options: AuditOptions, 
     audit_time = options.acting_at()
     name = options.job_names.name_of(job_id)
     earlier = by_job_name(read_earlier(settings, params, audit_time=audit_time, names={name}).rows, {name}).get(name)
-    future = diagnose_job_alone.submit(settings, job_id, options, earlier, params.job_timeout_s)
+    own_process = params.engine is EngineMode.PROCESSES  # threads, inline: the task's thread, never killed
+    future = diagnose_job_alone.submit(settings, job_id, options, earlier,
+                                       params.job_timeout_s if own_process else None)
     try:
         result: Any = future.result(raise_on_failure=False)
     except Exception as exc:  # a crashed run raises even without raise_on_failure

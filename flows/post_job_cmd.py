@@ -9,9 +9,9 @@ verdict's (3 at or above ``--fail-on``, 0 below), 1 when the job failed (a job r
 ``--job-timeout`` seconds, default 900 as the audit's, is killed and recorded failed: "timed out
 after N s") or another post-job of the same job held its lease for ``--lease-wait`` seconds (nothing
 is then read or written: the next audit diagnoses it). Post-jobs of different jobs never wait for
-each other, nor for the nightly audit. The engine flags (``--workers``, ``--engine``,
-``--batch-bytes``) are not offered: one job is one task, diagnosed in a process of its own, without
-an engine pool.
+each other, nor for the nightly audit. The engine pool's flags (``--workers``, ``--batch-bytes``)
+are not offered: one job is one task, diagnosed in a process of its own (``--engine processes``, the
+default) or in the task's thread, where no timeout can kill it (``--engine threads`` or ``inline``).
 """
 
 from __future__ import annotations

@@ -100,9 +100,9 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_arguments(parser: argparse.ArgumentParser, *, batches: bool, as_of_help: str | None = None) -> None:
-    """How jobs are diagnosed: ``batches`` adds the engine flags (``--workers``, ``--engine``,
-    ``--batch-bytes``), which a single job (post-job, one task, no engine pool) has no use for;
-    ``--job-timeout`` applies to both."""
+    """How jobs are diagnosed: ``batches`` adds the engine pool's flags (``--workers``, ``--batch-bytes``),
+    which a single job (post-job, one task, no engine pool) has no use for; ``--engine`` and
+    ``--job-timeout`` apply to both (a post-job's job runs in a process of its own, or in its thread)."""
     parser.add_argument("--force", action="store_true", help="re-diagnose jobs whose inputs did not change")
     if batches:
         parser.add_argument("--workers", type=int, default=None, metavar="N",
@@ -110,6 +110,11 @@ def run_arguments(parser: argparse.ArgumentParser, *, batches: bool, as_of_help:
         parser.add_argument("--engine", default=None, choices=[mode.value for mode in EngineMode],
                             help="where jobs run: worker processes (default), threads, or inline "
                                  "(the default with --dask-address: each Dask worker is a process)")
+    else:
+        parser.add_argument("--engine", default=None, choices=[mode.value for mode in EngineMode],
+                            help="where the job runs: a process of its own, killed at --job-timeout (processes, "
+                                 "the default), or the task's thread, never killed (threads, inline)")
+    if batches:
         parser.add_argument("--batch-bytes", type=int, default=None, metavar="N",
                             help=f"most input bytes one diagnose-batch task takes (default {BatchSizing().max_bytes})")
     parser.add_argument("--job-timeout", dest="job_timeout_s", type=float, default=None, metavar="SECONDS",

@@ -80,7 +80,8 @@ def test_a_killed_audit_rerun_at_once_loses_nothing_and_sends_nothing_twice(
 
 def post_job(root: Path, webhook: WebhookServer, job_id: str, *, kill: KillPoint | None = None
              ) -> subprocess.CompletedProcess[str]:
-    args = ["post-job", job_id, "--storage", str(root), "--slack-webhook", webhook.url]
+    # the job in this process (a kill point is armed in it, not in a child), as the audits' --engine threads
+    args = ["post-job", job_id, "--storage", str(root), "--slack-webhook", webhook.url, "--engine", "threads"]
     command = [sys.executable, "-m", "tests.faults.killpoints", kill.text(), "--", *args] if kill else [
         sys.executable, "-m", "stormwatch.flows.cli", *args]
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -63,8 +63,9 @@ def test_a_dask_address_parameter_runs_jobs_inline_unless_told_otherwise() -> No
         AuditParameters.parse({"storage": "x", "dask_address": "tcp://u:secret@s:8786"})
 
 
-#: The audit's options a post-job does not take: one job runs in a process of its own, without an engine pool.
-ENGINE_ONLY = {"workers", "engine", "batch_bytes"}
+#: The audit's options a post-job does not take: one job, in a process of its own or its task's thread
+#: (``--engine``), without an engine pool.
+ENGINE_ONLY = {"workers", "batch_bytes"}
 
 
 def test_post_job_takes_every_audit_option_but_the_engines_and_its_job_timeout_reaches_the_flow() -> None:
@@ -77,3 +78,6 @@ def test_post_job_takes_every_audit_option_but_the_engines_and_its_job_timeout_r
     default = parser.parse_args(["post-job", "job-1", "--storage", "x"])
     audit = parser.parse_args(["audit", "--storage", "x"])
     assert audit_parameters(default, storage="x").job_timeout_s == audit_parameters(audit, storage="x").job_timeout_s
+    threads = parser.parse_args(["post-job", "job-1", "--storage", "x", "--engine", "threads"])
+    assert audit_parameters(threads, storage="x").engine.value == "threads"
+    assert audit_parameters(default, storage="x").engine.value == "processes"
