@@ -506,6 +506,20 @@ def write_diagnose_bundle(
     return path
 
 
+def training(rank: int, *, leak_bytes_per_hour: float) -> list[Sample]:
+    """Two hours at a sample per 30 s: a 10-minute warm-up ramp, then 3-minute steps whose
+    activations rise and are freed (a sawtooth), plus ``leak_bytes_per_hour`` of steady growth."""
+    out = []
+    for i in range(240):
+        t_s = i * 30.0
+        warm = min(1.0, t_s / 600)
+        allocated = int(8 * GIB * warm + (i % 6) * 512 * MIB + rank * 16 * MIB
+                        + leak_bytes_per_hour * t_s / 3600)
+        reserved = allocated + 3 * 512 * MIB - (i % 6) * 256 * MIB
+        out.append(Sample(t_s, allocated, reserved, reserved + 256 * MIB, 80 * GIB))
+    return out
+
+
 def write_multi_rank_job(
     root: str | Path, *, world_size: int = 8, samples: int | Callable[[int], Sequence[Sample]] = 12,
     layout: str = "rank_dirs", fmt: str = "jsonl", missing_ranks: Sequence[int] = (),
