@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from stormwatch.events.merge import combine_events
 from stormwatch.events.schema import INT64_MAX, INT64_MIN
 from stormwatch.events.session_ids import stable_legacy_session_id
+
+if TYPE_CHECKING:  # the loader's record, carried through merges only
+    from stormwatch.load.clock_steps import ClockStepBack
 
 
 class SessionStatus(StrEnum):
@@ -156,7 +159,9 @@ class SessionPart:
     """A session's events (sorted, distinct), the sources they came from, warnings.
 
     ``members``: the ids of the single-rank sessions a distributed rank group merges
-    (:func:`synthesize_rank_groups`); empty for every other session.
+    (:func:`synthesize_rank_groups`); empty for every other session. ``clock_steps``: where a
+    rank's sample clock stepped back in its files' order (:mod:`stormwatch.load.clock_steps`; the
+    events, in time order, no longer show it); a merge holds every member's.
     """
 
     summary: SessionSummary
@@ -164,6 +169,7 @@ class SessionPart:
     sources: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     members: tuple[str, ...] = ()
+    clock_steps: tuple[ClockStepBack, ...] = ()
 
 
 @dataclass
@@ -193,6 +199,7 @@ class Accumulator:
                     events=events,
                     sources=tuple(sorted({s for p in parts for s in p.sources})),
                     warnings=unique(w for p in parts for w in p.warnings),
+                    clock_steps=_clock_steps(parts),
                 )
             )
         return out
@@ -200,6 +207,10 @@ class Accumulator:
 
 def unique(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
+
+
+def _clock_steps(parts: Iterable[SessionPart]) -> tuple[ClockStepBack, ...]:
+    return tuple(dict.fromkeys(step for part in parts for step in part.clock_steps))
 
 
 def _common(values: Iterable[Any]) -> Any:
@@ -232,6 +243,7 @@ def merge_parts(parts: Sequence[SessionPart], *, session_id: str, source: str, j
         events=events,
         sources=tuple(sorted({s for p in parts for s in p.sources})),
         warnings=unique(w for p in parts for w in p.warnings),
+        clock_steps=_clock_steps(parts),
     )
 
 

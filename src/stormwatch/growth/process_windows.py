@@ -3,7 +3,9 @@ process's steady state cut into equal-time windows and each window's minimum (th
 :mod:`stormwatch.growth.rank_growth`'s, steps 1 to 3).
 
 Columnar throughout: one stable sort of the sample rows by rank (a radix sort of int16 codes), then
-linear numpy passes; within a rank, rows keep frame order (the loader's: time order). Units:
+linear numpy passes; within a rank, rows keep frame order (the loader's: time order, so
+:attr:`Steady.backwards` sees a clock step back only in a frame built in arrival order; the
+loader finds them in file order, see :mod:`stormwatch.load.clock_steps`). Units:
 seconds (float, since the frame's earliest sample) and bytes; x in hours since each rank's first
 sample.
 """

@@ -51,11 +51,14 @@ A rank gets no figure, but a :class:`~stormwatch.growth.figures.GrowthGap`, when
 timestamps go backwards, it has no device total (a CPU tracker: ``device_id`` -1, or no total
 recorded), neither counter, too few steady-state samples or windows, or too short a steady state.
 
-Backwards clocks: the rule is that a rank's sample timestamps *in frame order* decrease. The
-loader (:func:`stormwatch.events.merge.merge_events`) sorts each session's events stably by time
-and keeps no arrival order, so in a loaded job this only fires for frames built in arrival order
-(a caller's own frame); a loaded job whose clock stepped back shows up as overlapping samples,
-which the windows' minima absorb.
+Backwards clocks: a rank's clock went backwards when the caller says so
+(``clock_backwards_ranks``: for a loaded job the loader's
+:attr:`~stormwatch.load.loader.LoadResult.clock_backwards_ranks`, the ranks whose samples step back
+by more than :data:`~stormwatch.load.clock_steps.CLOCK_STEP_TOLERANCE_S` in their files' order,
+found before the loader sorts each session's events by time and keeps no arrival order), or when its
+sample timestamps *in frame order* decrease (a frame a caller built in arrival order). Either way
+the rank gets the gap ``CLOCK_BACKWARDS``, never a figure: its samples, sorted by time, overlap,
+and a slope over them would measure the step, not the memory.
 
 Cost: one stable sort of the sample rows by rank (a radix sort of small codes), then a handful of
 linear numpy passes; ``window_count²/2`` pair slopes per rank, counter and trim. Nothing per event
@@ -64,7 +67,7 @@ in Python.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,9 +203,9 @@ def _optional(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def _gap(index: int, *, samples: int, steady: Steady, total: float, steady_samples: int, span_s: float,
-         judged: _Fits, settings: GrowthSettings) -> GrowthGap | None:
-    if steady.backwards[index]:
+def _gap(index: int, *, samples: int, steady: Steady, backwards: np.ndarray, total: float, steady_samples: int,
+         span_s: float, judged: _Fits, settings: GrowthSettings) -> GrowthGap | None:
+    if backwards[index]:
         return GrowthGap.CLOCK_BACKWARDS
     if not samples:  # nothing to judge: no device total would be the lesser reason
         return GrowthGap.TOO_FEW_SAMPLES
@@ -220,12 +223,18 @@ def _gap(index: int, *, samples: int, steady: Steady, total: float, steady_sampl
 
 
 def rank_growth(
-    events: pd.DataFrame, present_ranks: Sequence[int], *, settings: GrowthSettings = DEFAULT_GROWTH_SETTINGS
+    events: pd.DataFrame,
+    present_ranks: Sequence[int],
+    *,
+    settings: GrowthSettings = DEFAULT_GROWTH_SETTINGS,
+    clock_backwards_ranks: Collection[int] = frozenset(),
 ) -> tuple[RankGrowth, ...]:
     """One :class:`RankGrowth` per rank of ``present_ranks``, in rank order, from ``events`` (the
     loader's events frame, or any frame with its ``rank``, ``event_type``, ``timestamp_ns``,
-    ``device_id``, ``device_total_bytes`` and counter columns; ``pid`` when present). See the module
-    docstring for the method and the gaps."""
+    ``device_id``, ``device_total_bytes`` and counter columns; ``pid`` when present);
+    ``clock_backwards_ranks``: ranks whose clock is known to have gone backwards (the loader's
+    :attr:`~stormwatch.load.loader.LoadResult.clock_backwards_ranks`), each given the gap
+    ``CLOCK_BACKWARDS``. See the module docstring for the method and the gaps."""
     ranks = np.unique(np.asarray([int(rank) for rank in present_ranks], dtype=np.int64))
     count = len(ranks)
     if not count:
@@ -236,6 +245,7 @@ def rank_growth(
     totals = device_totals(events, codes, count)
     samples = sample_rows(events, codes, count)
     steady = steady_rows(samples, count, settings)
+    backwards = steady.backwards | np.isin(ranks, np.fromiter(clock_backwards_ranks, dtype=np.int64))
     x, y = window_minima(samples, steady, count, settings)
     fits = dict(zip(COUNTERS, _fits(x, y, settings), strict=True))
     sizes = np.diff(samples.starts)
@@ -251,8 +261,8 @@ def rank_growth(
         judged = GrowthCounter.RESERVED if reserved_windows >= settings.min_windows else GrowthCounter.ALLOCATED
         known_total = None if np.isnan(total) else int(total)
         leak_min = settings.leak_min_for(known_total)
-        gap = _gap(index, samples=int(sizes[index]), steady=steady, total=total, steady_samples=steady_count,
-                   span_s=span, judged=fits[judged], settings=settings)
+        gap = _gap(index, samples=int(sizes[index]), steady=steady, backwards=backwards, total=total,
+                   steady_samples=steady_count, span_s=span, judged=fits[judged], settings=settings)
         if gap is not None:
             out.append(RankGrowth(
                 rank=int(ranks[index]), duration_ns=duration, allocated_bytes_per_hour=None,

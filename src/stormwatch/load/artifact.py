@@ -3,7 +3,10 @@
 Every unit yields sessions grouped by id with events in time order, the
 summary stormlog would give each (from a sink manifest, a bundle manifest, or
 inferred from the events), warnings that name the file and line, and the files
-whose last record was cut short (:mod:`stormwatch.load.cut_short`).
+whose last record was cut short (:mod:`stormwatch.load.cut_short`). Each file is
+scanned for sample clocks that step back in its order before that order is sorted
+away (:mod:`stormwatch.load.clock_steps`): each session part carries its steps,
+and each step is a warning.
 """
 
 from __future__ import annotations
@@ -22,8 +25,18 @@ from stormwatch.events.sessions import SessionPart, SessionSummary, infer_summar
 from stormwatch.formats.bundle import RankAllocator, TimelineResult, read_timeline
 from stormwatch.formats.csv_export import read_csv
 from stormwatch.formats.json_document import NotTelemetryError, read_json
-from stormwatch.formats.jsonl import ParsedEvents, read_jsonl, read_jsonl_stream
+from stormwatch.formats.jsonl import BOM, ParsedEvents, read_jsonl, read_jsonl_stream
+from stormwatch.formats.lines import Buffer
 from stormwatch.formats.sink import parse_manifest
+from stormwatch.load.clock_steps import (
+    ClockStepBack,
+    StepFound,
+    across_files,
+    csv_lines,
+    jsonl_lines,
+    placed,
+    scan_clock,
+)
 from stormwatch.load.cut_short import CutShortFile, cut_short_file
 from stormwatch.load.discover import Unit, UnitKind
 from stormwatch.load.file_mappings import MappingPool
@@ -110,6 +123,33 @@ def _read_segment(
     return read_jsonl(tree.read(segment), label=label, default_session_id=default_session_id)
 
 
+def _segment_lines(
+    tree: ArtifactTree, segment: str, reading: Reading, steps: tuple[StepFound, ...], parsed: ParsedEvents
+) -> list[int] | None:
+    """The lines of ``steps`` in a JSONL segment, its bytes read again (only when a step was found);
+    None when its lines cannot be told (a skipped line, or too big a file to read whole)."""
+    rows = [step.row for step in steps]
+    torn = parsed.cut_short_bytes is not None
+
+    def lines(data: Buffer) -> list[int] | None:
+        return jsonl_lines(data, rows, records=len(parsed.frame), torn=torn)
+
+    if isinstance(tree, LoaningTree):
+        with tree.loan(segment, reading.pool) as data:
+            return lines(data)
+    size = reading.size_bytes(tree, segment)
+    if isinstance(tree, StreamingTree) and (size is None or size > reading.limits.chunk_bytes):
+        return None  # it was streamed: not read whole for a line number
+    return lines(tree.read(segment))
+
+
+def _by_session_steps(steps: tuple[ClockStepBack, ...], found: tuple[StepFound, ...]) -> dict[str, list[ClockStepBack]]:
+    out: dict[str, list[ClockStepBack]] = {}
+    for step, where in zip(steps, found, strict=True):
+        out.setdefault(where.session_id, []).append(step)
+    return out
+
+
 def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
     warnings: list[str] = []
     skipped = reading.oversized(tree, unit.manifest) if unit.manifest else None
@@ -122,6 +162,9 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
     sources: dict[str, set[str]] = {}
     stated = {s.session_id: s for s in (manifest.sessions if manifest else ())}
     cut_short: list[CutShortFile] = []
+    steps: dict[str, list[ClockStepBack]] = {}
+    last_ns: dict[tuple[str, int], int] = {}  # a (session, rank)'s last sample so far, across segments
+    reported: set[tuple[str, int]] = set()
     for segment in unit.segments:
         identity = tree.identity(segment)
         skipped = reading.oversized(tree, segment)
@@ -136,6 +179,12 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
             cut_short.append(cut_short_file(
                 parsed.frame, source=identity, path=segment, dropped_bytes=parsed.cut_short_bytes, session_id=listed,
                 rank=stated[listed].rank if listed in stated else None))
+        found = across_files(scan_clock(parsed.frame), last_ns, reported)
+        if found:
+            located = placed(found, source=identity, lines=_segment_lines(tree, segment, reading, found, parsed))
+            warnings.extend(step.warning() for step in located)
+            for session_id, session_steps in _by_session_steps(located, found).items():
+                steps.setdefault(session_id, []).extend(session_steps)
         groups = _by_session(parsed.frame)
         for session_id, group in groups:
             frames.setdefault(session_id, []).append(group)
@@ -150,7 +199,8 @@ def _load_sink(tree: ArtifactTree, unit: Unit, reading: Reading) -> UnitResult:
         if summary is None:
             summary = infer_summary(session_id, events, source=source)
         own = tuple(sorted(sources.get(session_id, {tree.identity(unit.key)})))
-        parts.append(SessionPart(summary=summary, events=events, sources=own))
+        parts.append(SessionPart(summary=summary, events=events, sources=own,
+                                 clock_steps=tuple(steps.get(session_id, ()))))
     return UnitResult(parts=_ordered(parts), warnings=tuple(warnings), cut_short=tuple(cut_short))
 
 
@@ -165,31 +215,45 @@ def _load_json(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segment
         return UnitResult(parts=(), warnings=(f"Failed to parse JSON telemetry file {identity}: {exc}",))
     source = f"artifact:{unit.name}"
     stated = {summary.session_id: summary for summary in parsed.summaries}
+    found = scan_clock(parsed.frame).steps
+    located = placed(found, source=identity, lines=None)  # a JSON document's records, not its lines
+    steps = _by_session_steps(located, found)
     parts = []
     for sid, group in _by_session(parsed.frame):
         events = sort_events(group)
         summary = stated.get(sid) or infer_summary(sid, events, source=source)
-        parts.append(SessionPart(summary=summary, events=events, sources=(identity,)))
+        parts.append(SessionPart(summary=summary, events=events, sources=(identity,),
+                                 clock_steps=tuple(steps.get(sid, ()))))
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
     cut_short = () if parsed.cut_short_bytes is None else (
         cut_short_file(parsed.frame, source=identity, path=unit.key, dropped_bytes=parsed.cut_short_bytes),)
-    return UnitResult(parts=_ordered(parts), warnings=parsed.warnings, legacy_flat=legacy, cut_short=cut_short)
+    return UnitResult(parts=_ordered(parts), warnings=(*parsed.warnings, *(step.warning() for step in located)),
+                      legacy_flat=legacy, cut_short=cut_short)
 
 
 def _load_csv(tree: ArtifactTree, unit: Unit) -> UnitResult:
     identity = tree.identity(unit.key)
     default = stable_legacy_session_id(identity, "csv")
-    parsed = read_csv(tree.read(unit.key), label=identity, default_session_id=default)
+    data = tree.read(unit.key)
+    parsed = read_csv(data, label=identity, default_session_id=default)
+    found = scan_clock(parsed.frame).steps
+    lines = None
+    if found:  # the file's lines, only when a step was found (a BOM is no line)
+        body = data[len(BOM) :] if data.startswith(BOM) else data
+        lines = csv_lines(body, [step.row for step in found], records=len(parsed.frame))
+    located = placed(found, source=identity, lines=lines)
+    steps = _by_session_steps(located, found)
     source = f"artifact:{unit.name}"
     parts = []
     for sid, group in _by_session(parsed.frame):
         events = combine_events([group])
         parts.append(
             SessionPart(summary=summary_from_last_event(sid, events, source=source), events=events, sources=(identity,),
-                        warnings=parsed.warnings)
+                        warnings=parsed.warnings, clock_steps=tuple(steps.get(sid, ())))
         )
     legacy = bool(parts) and all(p.summary.session_id == default for p in parts)
-    return UnitResult(parts=tuple(parts), warnings=parsed.warnings, legacy_flat=legacy)
+    return UnitResult(parts=tuple(parts), warnings=(*parsed.warnings, *(step.warning() for step in located)),
+                      legacy_flat=legacy)
 
 
 def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, segments: list[str]) -> UnitResult:
@@ -206,10 +270,11 @@ def _load_timeline(tree: ArtifactTree, unit: Unit, allocator: RankAllocator, seg
     )
     if not isinstance(result, TimelineResult):
         return UnitResult(parts=(), warnings=(result,))
+    located = placed(scan_clock(result.events).steps, source=identity, lines=None)
     events = combine_events([result.events])
     summary: SessionSummary = result.summary
-    part = SessionPart(summary=summary, events=events, sources=(identity,))
-    return UnitResult(parts=(part,), warnings=result.warnings)
+    part = SessionPart(summary=summary, events=events, sources=(identity,), clock_steps=located)
+    return UnitResult(parts=(part,), warnings=(*result.warnings, *(step.warning() for step in located)))
 
 
 def needs_allocator(unit: Unit) -> bool:

@@ -69,5 +69,6 @@ def not_held(parts: Sequence[SessionPart], known: Accumulator) -> list[SessionPa
             events = events[~events["timestamp_ns"].isin(stamps)]
         if len(events):
             out.append(SessionPart(summary=known.summaries[session_id], events=events.reset_index(drop=True),
-                                   sources=part.sources, warnings=part.warnings))
+                                   sources=part.sources, warnings=part.warnings,
+                                   clock_steps=part.clock_steps))
     return out

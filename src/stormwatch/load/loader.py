@@ -70,7 +70,9 @@ class LoadResult:
     ``events`` are the selected session's events (canonical columns, time order);
     ``sessions`` every session found, in selection order, with event counts; ``cut_short`` the
     job's files whose last record was cut short (every session's, as ``warnings`` are), in load order;
-    ``oom_dumps`` what the job's OOM flight-recorder dumps say (every session's), in load order.
+    ``oom_dumps`` what the job's OOM flight-recorder dumps say (every session's), in load order;
+    ``clock_backwards_ranks`` the selected session's ranks whose sample clock stepped back in their
+    files' order (:mod:`stormwatch.load.clock_steps`; ``events``, in time order, cannot show it).
     """
 
     events: pd.DataFrame
@@ -81,6 +83,7 @@ class LoadResult:
     markers: tuple[TimelineMarker, ...]
     cut_short: tuple[CutShortFile, ...] = ()
     oom_dumps: tuple[OomDump, ...] = ()
+    clock_backwards_ranks: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,6 +134,7 @@ class JobLoad:
             markers=derive_markers(events),
             cut_short=self.cut_short,
             oom_dumps=self.oom_dumps,
+            clock_backwards_ranks=frozenset() if part is None else frozenset(step.rank for step in part.clock_steps),
         )
 
 

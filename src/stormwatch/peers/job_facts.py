@@ -37,6 +37,6 @@ def fleet_facts(
 ) -> FleetFacts:
     """The facts of the job ``loaded`` holds, as ``model`` (built from ``loaded.events``) diagnosed it."""
     ranks = rank_facts(loaded.events, model)
-    growth = rank_growth(loaded.events, [int(rank) for rank in model.present_ranks], settings=growth_settings) \
-        if len(loaded.events) else ()
+    growth = rank_growth(loaded.events, [int(rank) for rank in model.present_ranks], settings=growth_settings,
+                         clock_backwards_ranks=loaded.clock_backwards_ranks) if len(loaded.events) else ()
     return FleetFacts(ranks, outlier_ranks(ranks, thresholds=thresholds), job_coverage(loaded, model), growth)
