@@ -144,19 +144,7 @@ class GrowthSettings:
 DEFAULT_GROWTH_SETTINGS = GrowthSettings()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Fits:
-    """Per counter, Theil–Sen results shaped ``(ranks, trims + 1, 3)``: [rank, trim, whole/early/late]."""
-
-    slope: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    intercept: np.ndarray
-    confidence: np.ndarray
-    points: np.ndarray
-
-
-def _fits(x: np.ndarray, y: np.ndarray, settings: GrowthSettings) -> list[_Fits]:
+def _fits(x: np.ndarray, y: np.ndarray, settings: GrowthSettings) -> list[Slopes]:
     """Every counter's fit over each trim's windows, whole and by halves, in one call per counter."""
     width, levels = settings.window_count, settings.warmup_trims + 1
     window = np.arange(width)
@@ -172,15 +160,12 @@ def _fits(x: np.ndarray, y: np.ndarray, settings: GrowthSettings) -> list[_Fits]
     out = []
     for number in range(len(COUNTERS)):
         ys = np.where(masks[None], y[number][:, None, None, :], np.nan).reshape(-1, width)
-        fit: Slopes = theil_sen(xs, ys, significance=settings.significance)
-        shape = (count, levels, 3)
-        out.append(_Fits(slope=fit.slope.reshape(shape), low=fit.low.reshape(shape), high=fit.high.reshape(shape),
-                         intercept=fit.intercept.reshape(shape), confidence=fit.confidence.reshape(shape),
-                         points=fit.points.reshape(shape)))
+        # per counter, shaped (ranks, trims + 1, 3): [rank, trim, whole/early/late]
+        out.append(theil_sen(xs, ys, significance=settings.significance).reshaped((count, levels, 3)))
     return out
 
 
-def _level(fit: _Fits, index: int, span_s: float, settings: GrowthSettings) -> tuple[int, bool, int]:
+def _level(fit: Slopes, index: int, span_s: float, settings: GrowthSettings) -> tuple[int, bool, int]:
     """(the trim the figure comes from, whether growth there keeps its pace, the last trim that
     leaves enough windows and time): the first trim that keeps its pace, among those leaving enough;
     else the whole steady state, not paced."""
@@ -204,7 +189,7 @@ def _optional(value: float) -> float | None:
 
 
 def _gap(index: int, *, samples: int, steady: Steady, backwards: np.ndarray, total: float, steady_samples: int,
-         span_s: float, judged: _Fits, settings: GrowthSettings) -> GrowthGap | None:
+         span_s: float, judged: Slopes, settings: GrowthSettings) -> GrowthGap | None:
     if backwards[index]:
         return GrowthGap.CLOCK_BACKWARDS
     if not samples:  # nothing to judge: no device total would be the lesser reason

@@ -50,6 +50,12 @@ class Slopes:
     confidence: np.ndarray
     points: np.ndarray
 
+    def reshaped(self, shape: tuple[int, ...]) -> Slopes:
+        """The same results with every array reshaped to ``shape`` (series laid out by the caller)."""
+        return Slopes(slope=self.slope.reshape(shape), low=self.low.reshape(shape), high=self.high.reshape(shape),
+                      intercept=self.intercept.reshape(shape), confidence=self.confidence.reshape(shape),
+                      points=self.points.reshape(shape))
+
 
 def normal_quantile(probability: float) -> float:
     """The standard normal quantile of ``probability`` in (0, 1)."""
