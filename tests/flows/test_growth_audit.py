@@ -52,6 +52,14 @@ def test_a_leak_is_recorded_everywhere_and_kept_when_its_job_is_skipped(tmp_path
     assert leaks_in_fleet_parquet(root) == [("leaky", LEAKING_RANK)]
     rows = {row["job_id"]: row for row in orjson.loads((root / "reports" / "fleet.json").read_bytes())["jobs"]}
     assert rows["leaky"]["leaks"] == 1 and rows["steady"]["leaks"] == 0
+    for source in (f"'{root}/reports/fleet.parquet'", f"'{root}/reports/history/*/*.parquet'"):  # headroom, per rank
+        headroom = duckdb.sql(f"select rank, used_percent, unused_gib_hours, peak_device_used_bytes, "
+                              f"device_total_bytes, duration_ns from read_parquet({source}) "
+                              "where job_id = 'steady' order by rank").fetchall()
+        assert [rank for rank, *_ in headroom] == [0, 1, 2, 3]
+        for _, percent, unused, peak, total, duration in headroom:
+            assert percent == pytest.approx(peak / total * 100)
+            assert unused == pytest.approx((total - peak) / 2**30 * duration / 3.6e12)
     assert 'stormwatch_job_leaking_ranks{job_name="leaky"} 1' in (root / "reports" / "metrics.prom").read_text()
 
     again = nightly_audit(AuditParameters(storage=str(root), as_of=FIRST_NIGHT + timedelta(days=1), workers=1))

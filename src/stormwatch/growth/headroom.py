@@ -95,6 +95,17 @@ def _numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def headroom_arrays(*, device_used: np.ndarray, reserved: np.ndarray, total: np.ndarray,
+                    duration_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank row (float arrays, NaN = unknown): ``(used percent, unused GiB·hours)``, the rules of
+    :func:`rank_headroom` over the history's columns, vectorised."""
+    peak = np.where(np.isnan(device_used), reserved, device_used)
+    known = np.isfinite(peak) & (total > 0)
+    percent = np.where(known, peak / np.where(known, total, 1.0) * 100.0, np.nan)
+    unused = np.where(known, np.maximum(total - peak, 0.0) / GIB * duration_ns / NS_PER_HOUR, np.nan)
+    return percent, unused
+
+
 def fleet_headroom(rows: pd.DataFrame) -> FleetHeadroom:
     """The headroom of rank ``rows`` with the history schema's columns (``job_id``,
     ``peak_device_used_bytes``, ``peak_reserved_bytes``, ``device_total_bytes``) and ``duration_ns``,
@@ -103,12 +114,10 @@ def fleet_headroom(rows: pd.DataFrame) -> FleetHeadroom:
         return FleetHeadroom(unused_gib_hours=0.0, ranks_counted=0, jobs_counted=0, jobs_under_half=(),
                              used_percent=None)
     device, reserved = _numbers(rows, "peak_device_used_bytes"), _numbers(rows, "peak_reserved_bytes")
-    peak = np.where(np.isnan(device), reserved, device)
     total, duration = _numbers(rows, "device_total_bytes"), _numbers(rows, "duration_ns")
-    known = np.isfinite(peak) & (total > 0)
-    counted = known & np.isfinite(duration)
-    unused = np.maximum(total - peak, 0.0) / GIB * duration / NS_PER_HOUR
-    percent = np.where(known, peak / np.where(known, total, 1.0) * 100.0, np.nan)
+    percent, unused = headroom_arrays(device_used=device, reserved=reserved, total=total, duration_ns=duration)
+    counted = np.isfinite(unused)
+    peak = np.where(np.isnan(device), reserved, device)
     jobs = pd.Series(percent).groupby(rows["job_id"].astype(str).to_numpy()).max().dropna()
     used = float(peak[counted].sum() / total[counted].sum() * 100.0) if counted.any() else None
     return FleetHeadroom(

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
-from stormwatch.history.rows import growth_columns
+from stormwatch.history.rows import growth_columns, with_headroom
 from stormwatch.history.schema import (
     GROWTH_COLUMNS,
     HISTORY_SCHEMA,
@@ -105,5 +105,5 @@ def fleet_rank_table(rows: Iterable[FleetRow], *, name_of: Callable[[str], str])
     for field in HISTORY_SCHEMA:  # what a fleet row does not know
         if field.name not in table.column_names:
             table = table.append_column(field, pa.nulls(table.num_rows, field.type))
-    typed = conform(table.replace_schema_metadata(file_metadata(history=False)), name="fleet.parquet")
+    typed = with_headroom(conform(table.replace_schema_metadata(file_metadata(history=False)), name="fleet.parquet"))
     return typed.replace_schema_metadata(file_metadata(history=False))

@@ -40,6 +40,7 @@ from stormwatch.analysis.candidates import ALERT_SEVERITY
 from stormwatch.analysis.model import AnomalyIndicator, IndicatorKind, RankDiagnosticsRow
 from stormwatch.events.sessions import SessionSummary
 from stormwatch.growth.figures import RankGrowth
+from stormwatch.growth.headroom import headroom_arrays
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.schema import (
     HISTORY_COLUMNS,
@@ -205,5 +206,21 @@ def history_rows(
         record["verdict"] = None if worst is None else worst.value
     columns: dict[str, list[Any]] = {name: [record.get(name) for record in records] for name in HISTORY_COLUMNS}
     columns["audit_time"] = [as_utc(audit_time)] * len(records)
-    table = pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
+    table = with_headroom(pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA))
     return table.replace_schema_metadata(file_metadata())
+
+
+def _floats(table: pa.Table, name: str) -> np.ndarray:
+    return table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)  # nulls: NaN
+
+
+def with_headroom(table: pa.Table) -> pa.Table:
+    """``table`` (:data:`HISTORY_SCHEMA`) with :data:`~stormwatch.history.schema.HEADROOM_COLUMNS` worked
+    out from each row's peaks, device total and duration (null where one is missing)."""
+    percent, unused = headroom_arrays(
+        device_used=_floats(table, "peak_device_used_bytes"), reserved=_floats(table, "peak_reserved_bytes"),
+        total=_floats(table, "device_total_bytes"), duration_ns=_floats(table, "duration_ns"))
+    for name, values in (("used_percent", percent), ("unused_gib_hours", unused)):
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, table.schema.field(name), pa.array(values, pa.float64(), from_pandas=True))
+    return table

@@ -93,6 +93,8 @@ HISTORY_SCHEMA = pa.schema([
     pa.field("leak", pa.bool_()),                             # null: no growth figure (v4)
     pa.field("capacity_after_start_s", pa.float64()),         # when, at that growth, the device fills (v4)
     pa.field("growth_gap", pa.string()),                      # GrowthGap value: why no growth figure (v4)
+    pa.field("used_percent", pa.float64()),                   # peak use / device total x 100 (v4)
+    pa.field("unused_gib_hours", pa.float64()),               # (total - peak use) x duration, GiB-hours (v4)
 ])
 HISTORY_COLUMNS = tuple(HISTORY_SCHEMA.names)
 #: Columns version 2 added.
@@ -100,11 +102,14 @@ SESSION_COLUMNS = ("session_id", "session_verdict")
 #: Columns version 4 added: a rank's duration and its growth (stormwatch.growth).
 GROWTH_COLUMNS = ("duration_ns", "allocated_growth_bytes_per_hour", "reserved_growth_bytes_per_hour",
                   "growth_confidence", "leak", "capacity_after_start_s", "growth_gap")
+#: Columns version 4 added beside them: the rank's headroom (stormwatch.growth.headroom), from its
+#: peaks, device total and duration.
+HEADROOM_COLUMNS = ("used_percent", "unused_gib_hours")
 #: Columns each version added: a file of an older version reads them as nulls (``schema_version``: its own).
 ADDED_IN: dict[int, tuple[str, ...]] = {
     2: SESSION_COLUMNS,
     3: ("availability", "has_anomaly", "first_anomaly_phase_path", "outlier", "schema_version"),
-    4: GROWTH_COLUMNS,
+    4: GROWTH_COLUMNS + HEADROOM_COLUMNS,
 }
 #: Old column names, as fleet.parquet wrote them before version 3, and their names now.
 RENAMED = {"hidden_gap_peak_abs_bytes": "hidden_gap_peak_bytes"}
