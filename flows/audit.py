@@ -147,7 +147,8 @@ def audit_options(params: AuditParameters) -> AuditOptions:
     is diagnosed (at most ``max_sessions``), so an earlier attempt's finding is the job's."""
     diagnose = DiagnoseOptions.parse(fail_on=params.fail_on.value, preset=params.preset.value,
                                      max_artifact_bytes=params.max_artifact_bytes, max_events=params.max_events,
-                                     all_sessions=True, max_sessions=params.max_sessions)
+                                     all_sessions=True, max_sessions=params.max_sessions,
+                                     leak_min=params.leak_min)
     return AuditOptions(diagnose=diagnose, force=params.force, max_bytes=params.max_job_bytes,
                         report_base_url=params.report_base_url, audit_time=params.audit_time(),
                         job_names=params.job_names(), regression=params.regression_thresholds())

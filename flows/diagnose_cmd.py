@@ -26,6 +26,7 @@ from stormwatch.analysis.rank_filter import RankFilterError
 from stormwatch.diagnose import DEFAULT_MAX_SESSIONS, DiagnoseOptions, default_job_id
 from stormwatch.diagnose_sessions import JobDiagnosis, diagnose_job
 from stormwatch.flows.diagnose_summary import summary_lines, unknown_session_lines
+from stormwatch.flows.run_options import leak_min_argument
 from stormwatch.load.limits import DEFAULT_LIMITS, JobLimitError
 from stormwatch.outputs.verdict import ExitCode
 from stormwatch.reports.jobattempts import PageNav
@@ -60,6 +61,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--preset", default=CollectivePreset.MEDIUM.value,
                         choices=[item.value for item in CollectivePreset], help="collective attribution preset")
     limit_arguments(parser)
+    leak_min_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         options = DiagnoseOptions.parse(ranks=args.ranks, session_id=args.session, fail_on=args.fail_on,
                                         preset=args.preset, max_artifact_bytes=args.max_artifact_bytes,
                                         max_events=args.max_events, all_sessions=every_session,
-                                        max_sessions=args.max_sessions)
+                                        max_sessions=args.max_sessions, leak_min=args.leak_min)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE

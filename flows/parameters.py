@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from stormwatch.alerting.policy import DEFAULT_GROUP_ABOVE, DEFAULT_REPEAT_INTERVAL, AlertPolicy
 from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.diagnose import DEFAULT_MAX_SESSIONS
+from stormwatch.growth.leak_min import parse_leak_min
 from stormwatch.history.job_names import JobNamePattern
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.suspects import SuspectThresholds
@@ -37,7 +38,7 @@ from stormwatch.tasks.storage.protocol import StorageSettings
 #: The least first-cause severity that notifies (``info`` would notify on everything).
 NotifyOn = Literal["warning", "critical"]
 _OPTIONAL_TEXT = ("endpoint_url", "report_base_url", "email_to", "email_from", "slack_webhook_block", "smtp_url_block",
-                  "routes", "pushgateway", "dask_address")
+                  "routes", "pushgateway", "dask_address", "leak_min")
 
 
 class AuditParameters(BaseModel):
@@ -46,8 +47,10 @@ class AuditParameters(BaseModel):
     Units: ``max_job_bytes`` caps one job's total input in bytes (a larger job fails); ``batch_bytes``
     bounds the input of one diagnose-batch task, in bytes (at least 1 MiB);
     ``max_artifact_bytes`` (bytes) and ``max_events`` (events) are the loader's caps, ``None``
-    for their defaults, positive when given. Invariants: frozen; no unknown field; ``storage``
-    not blank; blank optional texts are ``None``; no URL holds a password.
+    for their defaults, positive when given; ``leak_min`` is the canonical text of a leak threshold
+    (:func:`~stormwatch.growth.leak_min.parse_leak_min`), ``None`` for the default.
+    Invariants: frozen; no unknown field; ``storage`` not blank; blank optional texts are ``None``;
+    no URL holds a password.
     ``email_to``/``email_from`` ``None`` (``digest`` ``False``) leave them to ``STORMWATCH_EMAIL_TO``/
     ``STORMWATCH_EMAIL_FROM`` (``STORMWATCH_NOTIFY_DIGEST``) in the run's environment; the command line
     fills ``notify_on`` from ``--notify-on``, else ``STORMWATCH_NOTIFY_ON``, else ``critical``.
@@ -65,6 +68,9 @@ class AuditParameters(BaseModel):
     max_job_bytes: int | None = Field(default=None, description="bytes: fail a job whose inputs add up to more")
     max_artifact_bytes: int | None = Field(default=None, description="bytes: skip a larger artifact, unread")
     max_events: int | None = Field(default=None, description="events: fail a job holding more")
+    leak_min: str | None = Field(default=None, description="growth a rank must reach to be a leak: 512MiB/h, "
+                                 "1.5GiB/h, 268435456/h (bytes), 0.8%/h (of the device), or default (the larger "
+                                 "of 256MiB/h and 0.5%/h)")
     max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, ge=1,
                               description="sessions of a job diagnosed at most: the default one and the most recent")
     report_base_url: str | None = Field(default=None, description="http(s) address where reports/ is served")
@@ -153,6 +159,12 @@ class AuditParameters(BaseModel):
         if value is not None:
             JobNamePattern(value)  # JobNamePatternError (a ValueError): does not compile, or has no group
         return value
+
+    @field_validator("leak_min")
+    @classmethod
+    def _leak_min(cls, value: str | None) -> str | None:
+        """Its canonical text (ValueError from :func:`parse_leak_min`: one line naming the value)."""
+        return None if value is None else parse_leak_min(value).text
 
     @model_validator(mode="after")
     def _caps(self) -> AuditParameters:

@@ -54,6 +54,7 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-sessions", type=int, default=None, metavar="N",
                         help="diagnose at most N sessions of a job: the default one and the most recent; the "
                              "others are listed and counted, with a warning (default 64)")
+    leak_min_argument(parser)
     parser.add_argument("--verbose", action="store_true", help="Prefect logs at INFO")
     parser.add_argument("--report-base-url", default=None, metavar="URL",
                         help="http(s) address where reports/ is served, for links in notifications")
@@ -97,6 +98,15 @@ def storage_arguments(parser: argparse.ArgumentParser) -> None:
     notify.add_argument("--notify-resolved", action="store_true", help="send a message when an alert resolves")
     notify.add_argument("--group-above", type=int, default=None, metavar="N",
                         help="one message per receiver listing its due alerts when it has more than N (default 3)")
+
+
+def leak_min_argument(parser: argparse.ArgumentParser) -> None:
+    """``--leak-min RATE`` (``diagnose`` and the flow commands): checked by
+    :func:`~stormwatch.growth.leak_min.parse_leak_min` when the options are built."""
+    parser.add_argument("--leak-min", default=None, metavar="RATE",
+                        help="growth a rank must reach to be a leak: 512MiB/h, 1.5GiB/h, 268435456/h (bytes), "
+                             "0.8%%/h (of the rank's device), 1GiB/h,1%%/h (the larger) or default (the larger "
+                             "of 256MiB/h and 0.5%%/h)")
 
 
 def run_arguments(parser: argparse.ArgumentParser, *, batches: bool, as_of_help: str | None = None) -> None:
@@ -147,6 +157,7 @@ def audit_parameters(args: argparse.Namespace, *, storage: str) -> AuditParamete
         "max_job_bytes": args.max_job_bytes,
         "max_artifact_bytes": args.max_artifact_bytes,
         "max_events": args.max_events,
+        "leak_min": getattr(args, "leak_min", None),
         "report_base_url": args.report_base_url,
         "pushgateway": getattr(args, "pushgateway", None),
         "notify_on": args.notify_on or os.environ.get("STORMWATCH_NOTIFY_ON") or Severity.CRITICAL.value,

@@ -20,6 +20,8 @@ from stormwatch.analysis.collective import CollectivePreset
 from stormwatch.analysis.columns import distinct_ints
 from stormwatch.analysis.model import DiagnosticsModel, build_model, expected_ranks
 from stormwatch.analysis.rank_filter import RankFilterError, format_ranks, parse_rank_filter
+from stormwatch.growth.leak_min import DEFAULT_LEAK_MIN, LeakMin, parse_leak_min
+from stormwatch.growth.rank_growth import GrowthSettings
 from stormwatch.load.limits import DEFAULT_LIMITS, LoadLimits
 from stormwatch.load.loader import LoadResult, load_artifacts
 from stormwatch.load.tree import ArtifactTree, Entry
@@ -38,8 +40,9 @@ DEFAULT_MAX_SESSIONS = 64
 @dataclass(frozen=True)
 class DiagnoseOptions:
     """How to diagnose: rank filter expression, session, failure threshold, collective preset,
-    the job's load caps (see :class:`~stormwatch.load.limits.LoadLimits`) and whether every
-    session of the job is diagnosed (``all_sessions``, at most ``max_sessions`` of them).
+    the job's load caps (see :class:`~stormwatch.load.limits.LoadLimits`), whether every
+    session of the job is diagnosed (``all_sessions``, at most ``max_sessions`` of them) and the
+    growth a leak must reach (``leak_min``, ``--leak-min``: :class:`~stormwatch.growth.leak_min.LeakMin`).
 
     Invariants: ``max_sessions >= 1``; ``session_id`` and ``all_sessions`` are not both set.
     """
@@ -51,6 +54,7 @@ class DiagnoseOptions:
     limits: LoadLimits = DEFAULT_LIMITS
     all_sessions: bool = False
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    leak_min: LeakMin = DEFAULT_LEAK_MIN
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -74,20 +78,24 @@ class DiagnoseOptions:
         max_events: int | None = None,
         all_sessions: bool = False,
         max_sessions: int | None = None,
+        leak_min: str | None = None,
     ) -> DiagnoseOptions:
         """From command-line or flow-parameter strings; ValueError names a bad value.
         ``None`` caps take the defaults of :class:`~stormwatch.load.limits.LoadLimits`,
-        ``max_sessions`` None :data:`DEFAULT_MAX_SESSIONS`."""
+        ``max_sessions`` None :data:`DEFAULT_MAX_SESSIONS`, ``leak_min`` None the default leak-min
+        (else :func:`~stormwatch.growth.leak_min.parse_leak_min`'s text)."""
         caps = {"max_artifact_bytes": max_artifact_bytes, "max_events": max_events}
         limits = LoadLimits(**{name: value for name, value in caps.items() if value is not None})
         return cls(ranks=ranks, session_id=session_id, fail_on=FailOn(fail_on.strip().lower()),
                    preset=CollectivePreset(preset.strip().lower()), limits=limits, all_sessions=all_sessions,
-                   max_sessions=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions)
+                   max_sessions=DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions,
+                   leak_min=DEFAULT_LEAK_MIN if leak_min is None else parse_leak_min(leak_min))
 
     def recorded(self) -> dict[str, str | int | bool | None]:
         """What changes the model (``fail_on`` does not): stored in model.json as ``options``.
-        Caps appear only when they differ from the defaults, and ``all_sessions``/``max_sessions``
-        only when every session is diagnosed (older documents stay comparable)."""
+        Caps and ``leak_min`` (its canonical text) appear only when they differ from the defaults, and
+        ``all_sessions``/``max_sessions`` only when every session is diagnosed (older documents stay
+        comparable: an audit with the defaults finds them unchanged, one with another leak-min does not)."""
         recorded: dict[str, str | int | bool | None] = {"ranks": self.ranks, "session_id": self.session_id,
                                                         "preset": self.preset.value, "engine_version": ENGINE_VERSION}
         if self.limits.max_artifact_bytes != DEFAULT_LIMITS.max_artifact_bytes:
@@ -97,7 +105,13 @@ class DiagnoseOptions:
         if self.all_sessions:
             recorded["all_sessions"] = True
             recorded["max_sessions"] = self.max_sessions
+        if not self.leak_min.is_default:
+            recorded["leak_min"] = self.leak_min.text
         return recorded
+
+    def growth_settings(self) -> GrowthSettings:
+        """How growth is judged with these options (the default settings but the leak-min)."""
+        return GrowthSettings(leak_min=self.leak_min)
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,7 +221,7 @@ def diagnose_loaded(
         fingerprint=fingerprint,
         engine_version=ENGINE_VERSION,
         options=options.recorded(),
-        fleet=fleet_facts(loaded, model),
+        fleet=fleet_facts(loaded, model, growth_settings=options.growth_settings()),
     )
     return Diagnosis(job_id=job_id, loaded=loaded, model=model, verdict=verdict, document=document)
 

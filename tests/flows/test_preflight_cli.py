@@ -121,8 +121,9 @@ def test_an_empty_jobs_folder_is_nothing_to_do(root: Path, capsys: pytest.Captur
     (["--storage", "/nonexistent", "--max-events", "0"], ["max_events must be a positive integer"]),  # flags first
     (["--storage", "/nonexistent", "--as-of", "last tuesday"], ["as_of"]),
     (["--storage", "s3://b", "--endpoint-url", f"http://k:{SECRET}@minio:9000"], ["must not hold a password"]),
+    (["--storage", "/nonexistent", "--leak-min", "8GB/h"], ["--leak-min '8GB/h' has unknown unit 'GB'", "0.8%/h"]),
 ], ids=["ftp", "gs", "s3-no-bucket", "s3-query", "file-remote-host", "nonexistent", "credentials-in-uri",
-        "bad-flag-first", "bad-as-of", "endpoint-with-password"])
+        "bad-flag-first", "bad-as-of", "endpoint-with-password", "bad-leak-min"])
 @pytest.mark.parametrize("command", [["audit"], ["serve", "--temporary-server"], ["post-job", "job-a"]])
 def test_usage_errors_name_the_thing_in_one_line(
     capsys: pytest.CaptureFixture[str], command: list[str], argv: list[str], words: list[str]
@@ -258,6 +259,8 @@ def test_refusals_never_import_prefect(root: Path, tmp_path: Path) -> None:
         (["serve", "--storage", str(root / "job-a")], 2),  # no PREFECT_API_URL
         (["serve", "--storage", str(tmp_path / "empty"), "--as-of", "2026-01-01"], 2),
         (["post-job", "nope", "--storage", str(tmp_path / "empty")], 2),
+        (["audit", "--storage", str(root), "--leak-min", "lots"], 2),
+        (["post-job", "job-a", "--storage", str(root), "--leak-min", "1GiB"], 2),
     ]
     env = {name: value for name, value in os.environ.items() if not name.startswith(("AWS_", "PREFECT_API"))}
     env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent",

@@ -67,6 +67,7 @@ in Python.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +75,7 @@ import numpy as np
 import pandas as pd
 
 from stormwatch.growth.figures import GrowthCounter, GrowthGap, RankGrowth
+from stormwatch.growth.leak_min import DEFAULT_LEAK_MIN, LeakMin
 from stormwatch.growth.process_windows import (
     COUNTERS,
     S_PER_HOUR,
@@ -85,11 +87,6 @@ from stormwatch.growth.process_windows import (
 )
 from stormwatch.growth.slope import Slopes, theil_sen
 
-MIB = 1 << 20
-#: The default leak threshold: the larger of this ...
-LEAK_MIN_FLOOR_BYTES_PER_HOUR = 256 * MIB
-#: ... and this share of the device's total per hour.
-LEAK_MIN_DEVICE_SHARE_PER_HOUR = 0.005
 _WHOLE, _EARLY, _LATE = 0, 1, 2
 
 
@@ -109,7 +106,7 @@ class GrowthSettings:
     warmup_trims: int = 2                  # times the earlier half may be dropped as a slow warm-up
     trimmed_low_share: float = 1.5         # after a trim, the interval's low bound must reach this x leak-min
     restart_drop_share: float = 0.6        # a sample under this share of the previous one is a restart
-    leak_min_bytes_per_hour: float | None = None  # None: the larger of 256 MiB/h and 0.5 % of the device per hour
+    leak_min: LeakMin = DEFAULT_LEAK_MIN   # the larger of 256 MiB/h and 0.5 % of the device per hour
 
     def __post_init__(self) -> None:
         checks = [
@@ -126,19 +123,15 @@ class GrowthSettings:
             (0 <= self.warmup_trims <= 4, f"warmup_trims {self.warmup_trims} is outside 0..4"),
             (self.trimmed_low_share >= 0, f"trimmed_low_share {self.trimmed_low_share} is negative"),
             (0.0 <= self.restart_drop_share < 1.0, f"restart_drop_share {self.restart_drop_share} is outside [0, 1)"),
-            (self.leak_min_bytes_per_hour is None or self.leak_min_bytes_per_hour > 0,
-             f"leak_min_bytes_per_hour {self.leak_min_bytes_per_hour} is not positive"),
         ]
         for ok, problem in checks:
             if not ok:
                 raise ValueError(problem)
 
-    def leak_min_for(self, device_total_bytes: int | None) -> float:
-        """The growth (bytes per hour) a leak must reach on a device of ``device_total_bytes``."""
-        if self.leak_min_bytes_per_hour is not None:
-            return float(self.leak_min_bytes_per_hour)
-        share = 0.0 if device_total_bytes is None else LEAK_MIN_DEVICE_SHARE_PER_HOUR * device_total_bytes
-        return float(max(LEAK_MIN_FLOOR_BYTES_PER_HOUR, share))
+    def leak_min_for(self, device_total_bytes: int | None) -> float | None:
+        """The growth (bytes per hour) a leak must reach on a device of ``device_total_bytes``
+        (:meth:`~stormwatch.growth.leak_min.LeakMin.for_device`: None for a share alone on an unknown device)."""
+        return self.leak_min.for_device(device_total_bytes)
 
 
 DEFAULT_GROWTH_SETTINGS = GrowthSettings()
@@ -256,10 +249,12 @@ def rank_growth(
                 capacity_after_start_s=None, gap=gap))
             continue
         fit = fits[judged]
+        # a figure has a device total, so a threshold; inf (never a leak) only keeps the types honest
+        threshold = math.inf if leak_min is None else leak_min
         level, paced, last = _level(fit, index, span, settings)
         at = (index, level, _WHOLE)
         slope, low, intercept = float(fit.slope[at]), float(fit.low[at]), float(fit.intercept[at])
-        lasting = bool(fit.slope[index, last, _WHOLE] >= leak_min)  # still leaking over the run's last part
+        lasting = bool(fit.slope[index, last, _WHOLE] >= threshold)  # still leaking over the run's last part
         capacity = max(0.0, (total - intercept) / slope * S_PER_HOUR) if slope > 0 and np.isfinite(intercept) else None
         out.append(RankGrowth(
             rank=int(ranks[index]), duration_ns=duration,
@@ -268,8 +263,8 @@ def rank_growth(
             judged_counter=judged, low_bytes_per_hour=_optional(low), high_bytes_per_hour=_optional(fit.high[at]),
             confidence=float(fit.confidence[at]),
             # trimmed: a slow warm-up dominated the run, so the interval itself must clear the leak-min
-            leak=bool(paced and lasting and low > (settings.trimmed_low_share * leak_min if level else 0.0)
-                      and slope >= leak_min
+            leak=bool(paced and lasting and low > (settings.trimmed_low_share * threshold if level else 0.0)
+                      and slope >= threshold
                       and capacity is not None),
             leak_min_bytes_per_hour=leak_min, device_total_bytes=known_total, capacity_after_start_s=capacity,
             gap=None))

@@ -11,10 +11,10 @@ OptionValue = str | int | float | bool | None
 
 class RecordedOptions(Mapping[str, OptionValue]):
     """How the document's job was diagnosed (:meth:`~stormwatch.diagnose.DiagnoseOptions.recorded`):
-    rank filter, session, preset, engine version, caps, all sessions.
+    rank filter, session, preset, engine version, caps, all sessions, leak-min.
 
-    A read-only mapping rather than a record: its keys differ between engine versions (caps appear
-    only when not the defaults, ``all_sessions`` and ``max_sessions`` only when every session is
+    A read-only mapping rather than a record: its keys differ between engine versions (caps and
+    ``leak_min`` appear only when not the defaults, ``all_sessions`` and ``max_sessions`` only when every session is
     diagnosed) and an audit compares it whole with the options it runs with, so a key this version
     does not know has to be kept (and make the two differ) rather than refused or dropped.
     """

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from stormwatch.growth.figures import GrowthCounter, GrowthGap
+from stormwatch.growth.leak_min import LeakMin
 from stormwatch.growth.rank_growth import DEFAULT_GROWTH_SETTINGS, GrowthSettings, rank_growth
 from tests.stormwatch.growth.frames import GIB, MIB, Memory, job_frame, rank_frame
 
@@ -118,12 +119,12 @@ def test_one_figure_per_present_rank_in_rank_order_and_only_samples_count() -> N
 
 def test_a_leak_min_given_applies_to_every_device() -> None:
     slow = Memory(leak_bytes_per_hour=150 * MIB)
-    (growth,) = rank_growth(rank_frame(slow), [0], settings=GrowthSettings(leak_min_bytes_per_hour=100 * MIB))
+    (growth,) = rank_growth(rank_frame(slow), [0], settings=GrowthSettings(leak_min=LeakMin(bytes_per_hour=100 * MIB)))
     assert growth.leak and growth.leak_min_bytes_per_hour == 100 * MIB
 
 
 @pytest.mark.parametrize("bad", [{"warmup_share": 1.0}, {"min_windows": 2}, {"significance": 0.7},
-                                 {"leak_min_bytes_per_hour": 0.0}, {"window_count": 2}, {"min_samples": 4}])
+                                 {"window_count": 2}, {"min_samples": 4}])
 def test_settings_are_checked(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         GrowthSettings(**bad)  # type: ignore[arg-type]
