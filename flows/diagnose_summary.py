@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from stormwatch.alerting.leak_findings import leak_text
 from stormwatch.analysis.model import AnomalyIndicator, DiagnosticsModel, IndicatorKind
 from stormwatch.analysis.rank_filter import format_ranks
 from stormwatch.diagnose import Diagnosis
 from stormwatch.diagnose_sessions import JobDiagnosis
 from stormwatch.events.sessions import SessionSummary
+from stormwatch.growth.figures import RankGrowth
 from stormwatch.outputs.attempts import Attempt, oom_ranks, worst_attempt
 from stormwatch.outputs.document import JobDocument
 from stormwatch.outputs.verdict import VerdictStatus
@@ -79,12 +81,34 @@ def verdict_source(diagnosis: JobDiagnosis) -> tuple[Attempt | None, Diagnosis]:
 
 
 def headline(diagnosis: JobDiagnosis) -> str:
-    """``restarted: CRITICAL, from attempt 1 of 2: out of memory on rank 3 (exit 0)``."""
+    """``restarted: CRITICAL, from attempt 1 of 2: out of memory on rank 3 (exit 0)``; a leak, which the
+    verdict (stormlog's model) does not judge, is said after the cause: ``clean: no anomaly; rank 1 leaks``."""
     verdict = diagnosis.verdict or diagnosis.main.verdict
     attempt, source = verdict_source(diagnosis)
     where = f", from attempt {attempt.number} of {attempt.of}" if attempt is not None else ""
     cause = model_cause(source.model, source.verdict.status)
+    leaking = [growth.rank for growth in _leaks(diagnosis.document)]
+    if leaking:
+        cause += f"; {_ranks_word(leaking)} {'leaks' if len(leaking) == 1 else 'leak'}"
     return f"{diagnosis.job_id}: {verdict.status.value.upper()}{where}: {cause} (exit {int(verdict.exit_code)})"
+
+
+def _leaks(document: JobDocument) -> list[RankGrowth]:
+    """The shown session's leaking ranks, in rank order."""
+    figures = () if document.fleet is None else document.fleet.facts.growth
+    return sorted((growth for growth in figures if growth.leak), key=lambda growth: growth.rank)
+
+
+def leak_lines(document: JobDocument) -> list[str]:
+    """``  leak            rank 1 on node-09 GPU 1 grows 4 GiB/h; at this rate it would run out ...``."""
+    places = {} if document.fleet is None else {fact.rank: fact for fact in document.fleet.facts.ranks}
+    lines = []
+    for growth in _leaks(document):
+        fact = places.get(growth.rank)
+        text = leak_text(growth, host=None if fact is None else fact.host,
+                         device_id=None if fact is None else fact.device_id)
+        lines.append(f"  leak            {text}")
+    return lines
 
 
 def warning_lines(document: JobDocument, model: DiagnosticsModel) -> list[str]:
@@ -118,6 +142,7 @@ def summary_lines(diagnosis: JobDiagnosis, written: Sequence[Path]) -> list[str]
     missing = f", missing {format_ranks(model.missing_ranks)}" if model.missing_ranks else ""
     if expected:
         lines.append(f"  ranks           {present}/{expected} present{missing}{suffix}")
+    lines.extend(leak_lines(diagnosis.document))
     lines.extend(warning_lines(diagnosis.document, diagnosis.main.model))
     lines.extend(f"  wrote           {path}" for path in written)
     return lines
