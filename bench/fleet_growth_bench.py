@@ -663,6 +663,7 @@ class Bench:
         self.startup_script.write_text(STARTUP_FLOW)
         self.serial = 0
         self.audit_extra = shlex.split(args.audit_args)
+        self.post_job_extra = shlex.split(args.post_job_args)
 
     def root(self, kind: str, name: str) -> Root:
         if kind == "local":
@@ -683,7 +684,8 @@ class Bench:
 
     def post_job(self, root: Root, job_id: str, as_of: datetime, tag: str, *, sample: bool = True) -> Measured:
         cmd = [*fleet_bench.cli_command(), "post-job", job_id, "--storage", root.uri, *root.flags, "--as-of",
-               iso(as_of), "--job-name-pattern", JOB_NAME_PATTERN, "--lease-wait", str(self.args.lease_wait)]
+               iso(as_of), "--job-name-pattern", JOB_NAME_PATTERN, "--lease-wait", str(self.args.lease_wait),
+               *self.post_job_extra]
         return measure(tag, cmd, self.env, self.cwd, self._log(tag), self.args.timeout, sample=sample)
 
     def startup(self, tag: str) -> Measured:
@@ -1065,6 +1067,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--timeout", type=float, default=3_600, help="seconds before a subprocess is killed (3,600)")
     parser.add_argument("--lease-wait", type=float, default=900, help="post-job's --lease-wait (900 s)")
     parser.add_argument("--audit-args", default="", help='passed to every audit, e.g. "--workers 2"')
+    parser.add_argument("--post-job-args", default="", help='passed to every post-job, e.g. "--engine threads"')
     args = parser.parse_args(argv)
     wanted = args.storage or ("local" if args.short else ",".join(STORAGES))
     storages = fleet_bench.split_list(wanted, STORAGES, "storage", parser)
