@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from stormwatch.peers.rank_facts import RankFacts
 
@@ -55,17 +54,6 @@ class JobHeadroom:
     ranks_counted: int                 # ranks with a used percent
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FleetHeadroom:
-    """The fleet's unused device memory over a set of rank rows (history schema)."""
-
-    unused_gib_hours: float
-    ranks_counted: int                 # rows with a device total, a peak and a duration
-    jobs_counted: int                  # jobs with a used percent
-    jobs_under_half: tuple[str, ...]   # job ids whose used percent is under 50, sorted
-    used_percent: float | None         # Σ peak use / Σ device total over the counted rows × 100
-
-
 def peak_used_bytes(fact: RankFacts) -> int | None:
     """The rank's peak use: peak device use, else peak reserved (see the module docstring)."""
     return fact.peak_device_used_bytes if fact.peak_device_used_bytes is not None else fact.peak_reserved_bytes
@@ -91,10 +79,6 @@ def job_headroom(facts: Sequence[RankFacts], durations_ns: Mapping[int, int | No
                        ranks_counted=len(percents))
 
 
-def _numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
 def headroom_arrays(*, device_used: np.ndarray, reserved: np.ndarray, total: np.ndarray,
                     duration_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per rank row (float arrays, NaN = unknown): ``(used percent, unused GiB·hours)``, the rules of
@@ -104,24 +88,3 @@ def headroom_arrays(*, device_used: np.ndarray, reserved: np.ndarray, total: np.
     percent = np.where(known, peak / np.where(known, total, 1.0) * 100.0, np.nan)
     unused = np.where(known, np.maximum(total - peak, 0.0) / GIB * duration_ns / NS_PER_HOUR, np.nan)
     return percent, unused
-
-
-def fleet_headroom(rows: pd.DataFrame) -> FleetHeadroom:
-    """The headroom of rank ``rows`` with the history schema's columns (``job_id``,
-    ``peak_device_used_bytes``, ``peak_reserved_bytes``, ``device_total_bytes``) and ``duration_ns``,
-    one row per (job, session, rank) to count: pick the rows (one audit's, fleet.parquet's) first."""
-    if rows.empty:
-        return FleetHeadroom(unused_gib_hours=0.0, ranks_counted=0, jobs_counted=0, jobs_under_half=(),
-                             used_percent=None)
-    device, reserved = _numbers(rows, "peak_device_used_bytes"), _numbers(rows, "peak_reserved_bytes")
-    total, duration = _numbers(rows, "device_total_bytes"), _numbers(rows, "duration_ns")
-    percent, unused = headroom_arrays(device_used=device, reserved=reserved, total=total, duration_ns=duration)
-    counted = np.isfinite(unused)
-    peak = np.where(np.isnan(device), reserved, device)
-    jobs = pd.Series(percent).groupby(rows["job_id"].astype(str).to_numpy()).max().dropna()
-    used = float(peak[counted].sum() / total[counted].sum() * 100.0) if counted.any() else None
-    return FleetHeadroom(
-        unused_gib_hours=float(unused[counted].sum()), ranks_counted=int(counted.sum()), jobs_counted=len(jobs),
-        jobs_under_half=tuple(sorted(str(job) for job in jobs.index[jobs.to_numpy() < UNDER_HALF_PERCENT])),
-        used_percent=used,
-    )

@@ -41,7 +41,6 @@ padded (series × 2·``runs``) matrix; the pairwise slopes are a (series × pair
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,12 +296,3 @@ def find_capacity_warnings(
             **carrier_of(carriers, str(run["job_id"])),
         ))
     return tuple(sorted(found, key=lambda item: (item.runs_to_capacity, item.job_name, item.world_size or 0)))
-
-
-def runs_to_exceed(latest_bytes: float, total_bytes: float, growth: float) -> int | None:
-    """Runs until ``latest_bytes`` growing by ``growth`` (a fraction) a run exceeds ``total_bytes``:
-    the projection :func:`find_capacity_warnings` makes (None when it never does)."""
-    if growth <= 0:
-        return None
-    return 1 if latest_bytes >= total_bytes else math.floor(math.log(total_bytes / latest_bytes) /
-                                                            math.log1p(growth)) + 1

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from stormwatch.growth.headroom import GIB, NS_PER_HOUR, fleet_headroom, job_headroom, rank_headroom
+from stormwatch.growth.headroom import GIB, NS_PER_HOUR, headroom_arrays, job_headroom, rank_headroom
 from stormwatch.peers.rank_facts import RankFacts
 
 
@@ -43,7 +44,8 @@ def test_job_headroom_is_its_fullest_rank_and_the_sum_of_unused() -> None:
     assert job_headroom([], {}).used_percent is None
 
 
-def test_fleet_headroom_over_history_rows() -> None:
+def test_headroom_arrays_over_history_rows() -> None:
+    """The per-row rule the history and fleet.parquet columns use (fleet.json sums the rows' jobs)."""
     rows = pd.DataFrame({
         "job_id": ["a", "a", "b", "c", "c"],
         "peak_device_used_bytes": pd.array([20 * GIB, 30 * GIB, None, 70 * GIB, None], dtype="Int64"),
@@ -51,11 +53,17 @@ def test_fleet_headroom_over_history_rows() -> None:
         "device_total_bytes": pd.array([80 * GIB, 80 * GIB, 80 * GIB, 80 * GIB, None], dtype="Int64"),
         "duration_ns": pd.array([NS_PER_HOUR, NS_PER_HOUR, None, 2 * NS_PER_HOUR, NS_PER_HOUR], dtype="Int64"),
     })
-    fleet = fleet_headroom(rows)
-    assert fleet.unused_gib_hours == 60.0 + 50.0 + 20.0  # b has no duration, c's CPU rank no total
-    assert fleet.ranks_counted == 3 and fleet.jobs_counted == 3
-    assert fleet.jobs_under_half == ("a",)  # a's fullest rank: 37.5 %; b 62.5 %, c 87.5 %
-    assert fleet.used_percent == pytest.approx((20 + 30 + 70) / 240 * 100)
-    empty = fleet_headroom(rows.iloc[:0])
-    assert (empty.unused_gib_hours, empty.ranks_counted, empty.jobs_under_half) == (0.0, 0, ())
-    assert empty.used_percent is None
+    floats = {name: rows[name].to_numpy(dtype=np.float64, na_value=np.nan) for name in rows.columns[1:]}
+    percent, unused = headroom_arrays(device_used=floats["peak_device_used_bytes"],
+                                      reserved=floats["peak_reserved_bytes"], total=floats["device_total_bytes"],
+                                      duration_ns=floats["duration_ns"])
+    counted = np.isfinite(unused)
+    assert unused[counted].sum() == 60.0 + 50.0 + 20.0  # b has no duration, c's CPU rank no total
+    assert int(counted.sum()) == 3
+    jobs = pd.Series(percent).groupby(rows["job_id"].to_numpy()).max().dropna()
+    assert len(jobs) == 3 and list(jobs.index[jobs.to_numpy() < 50.0]) == ["a"]  # a 37.5 %; b 62.5 %, c 87.5 %
+    assert np.nansum(np.where(counted, percent / 100 * floats["device_total_bytes"], 0)) / (3 * 80 * GIB) \
+        == pytest.approx((20 + 30 + 70) / 240)
+    empty = np.array([], dtype=np.float64)
+    arrays = headroom_arrays(device_used=empty, reserved=empty, total=empty, duration_ns=empty)
+    assert [len(array) for array in arrays] == [0, 0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -11,7 +12,6 @@ from stormwatch.history.capacity_trend import (
     CapacityThresholds,
     CapacityWarning,
     find_capacity_warnings,
-    runs_to_exceed,
 )
 from stormwatch.history.regressions import RegressionThresholds
 from stormwatch.history.sections import compare_fleet
@@ -20,6 +20,15 @@ from stormwatch.outputs.json_members import Members
 from tests.stormwatch.history.synthetic import FIRST_NIGHT, GIB, history_of
 
 TOTAL = 80 * GIB
+
+
+def runs_to_exceed(latest_bytes: float, total_bytes: float, growth: float) -> int | None:
+    """The projection by hand: runs until ``latest_bytes`` growing by ``growth`` (a fraction) a run
+    exceeds ``total_bytes`` (None when it never does)."""
+    if growth <= 0:
+        return None
+    return 1 if latest_bytes >= total_bytes else math.floor(math.log(total_bytes / latest_bytes) /
+                                                            math.log1p(growth)) + 1
 
 
 def runs_of(name: str, peaks_gib: Sequence[float | None], *, totals_gib: list[float] | None = None,
