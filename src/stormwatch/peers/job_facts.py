@@ -37,6 +37,9 @@ def fleet_facts(
 ) -> FleetFacts:
     """The facts of the job ``loaded`` holds, as ``model`` (built from ``loaded.events``) diagnosed it."""
     ranks = rank_facts(loaded.events, model)
+    totals = {fact.rank: None if fact.device_id is not None and fact.device_id < 0 else fact.device_total_bytes
+              for fact in ranks}  # a CPU tracker's rank has no device to fill
     growth = rank_growth(loaded.events, [int(rank) for rank in model.present_ranks], settings=growth_settings,
-                         clock_backwards_ranks=loaded.clock_backwards_ranks) if len(loaded.events) else ()
+                         clock_backwards_ranks=loaded.clock_backwards_ranks,
+                         device_totals_bytes=totals) if len(loaded.events) else ()
     return FleetFacts(ranks, outlier_ranks(ranks, thresholds=thresholds), job_coverage(loaded, model), growth)
